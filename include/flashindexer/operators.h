@@ -1,0 +1,52 @@
+// flashindexer: the three operators, in the CUTLASS/CUB shape:
+//   can_implement(problem, launch)  -> is it supported, and if not, why
+//   workspace_size(problem, launch) -> caller-owned scratch bytes
+//   run(problem, outputs, launch)   -> enqueue; returns a Status, never throws
+//
+// Invariant: fused_topk(p) is bit-identical to
+//   topk_over_logits({dense_logits(p), p.rows, p.cache.pages, p.k, p.order})
+// on the same backend, outputs and status bits included.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "flashindexer/problem.h"
+#include "flashindexer/status.h"
+
+namespace flashindexer {
+
+// Support checks (host-checkable parts of CONTRACT §5 plus backend limits).
+Status can_implement(const IndexerProblem& p, Operator op, const Launch& launch);
+Status can_implement(const TopKProblem& p, const Launch& launch);
+
+// Workspace bytes. Depends on rows, K, formats and host bounds, never on device data.
+Status workspace_size(const IndexerProblem& p, Operator op, const Launch& launch, size_t* bytes);
+Status workspace_size(const TopKProblem& p, const Launch& launch, size_t* bytes);
+
+// Dense logits: score[r, s] of CONTRACT §1 into out.logits[r, 0..max_context).
+Status dense_logits(const IndexerProblem& p, const LogitsOutput& out, const Launch& launch);
+
+// Exact TopK over fp32 logits (CONTRACT §3) for any fp32 input.
+Status topk_over_logits(const TopKProblem& p, const TopKOutputs& out, const Launch& launch);
+
+// Fused scoring + exact TopK; never writes the [rows, context] score matrix.
+Status fused_topk(const IndexerProblem& p, const TopKOutputs& out, const Launch& launch);
+
+// The backend launch.backend resolves to for this problem (kAuto: cuda when it is
+// compiled, a device is present, it supports the problem and the pool / logits
+// pointer is device memory; cpu otherwise), or an error saying why none can run it.
+Status resolve_backend(const IndexerProblem& p, Operator op, const Launch& launch, Backend* resolved);
+Status resolve_backend(const TopKProblem& p, const Launch& launch, Backend* resolved);
+
+// Human-readable capability report of every compiled backend on this machine.
+struct BackendInfo {
+  Backend backend;
+  bool compiled;
+  bool usable;
+  std::string detail;  // e.g. "NVIDIA H200 (sm_90)", or why it is unusable
+};
+std::vector<BackendInfo> list_backends();
+
+}  // namespace flashindexer
