@@ -268,7 +268,7 @@ Status make_synthetic(const SyntheticSpec& spec, HostProblem* out) {
   p.weight_type = spec.weight_type;
   p.form = spec.form;
   p.num_requests = spec.requests;
-  p.next_n = spec.next_n;
+  p.next_n = spec.form == RowForm::kDecode ? spec.next_n : 1;
   p.max_context = spec.context;
 
   // Rows and the number of positions each request holds.

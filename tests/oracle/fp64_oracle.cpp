@@ -78,7 +78,7 @@ Exact score(const IndexerProblem& p, int64_t row, int64_t s) {
       dot += qh[d] * k[d];
       absdot += std::fabs(qh[d] * k[d]);
     }
-    e.score += weff * (dot > 0 ? dot : 0.0);
+    e.score += weff * (std::isnan(dot) ? dot : (dot > 0 ? dot : 0.0));  // relu keeps NaN (docs/semantics.md)
     e.m += std::fabs(weff) * absdot;
   }
   return e;

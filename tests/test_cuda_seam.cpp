@@ -1,0 +1,42 @@
+// The backend seam: backend selection, the CUDA backend's honest answers, and
+// (label gpu) device discovery on a machine with a Hopper GPU.
+#include "test_util.h"
+
+namespace fit {
+namespace {
+
+TEST(Backends, CpuIsAlwaysUsableAndAutoPicksItForHostPointers) {
+  const auto all = list_backends();
+  ASSERT_GE(all.size(), 2u);
+  EXPECT_EQ(all[0].backend, Backend::kCpu);
+  EXPECT_TRUE(all[0].usable);
+  const HostProblem p = make(small_spec());
+  Backend b = Backend::kCuda;
+  Launch l;
+  ASSERT_TRUE(resolve_backend(p.view(), Operator::kFusedTopK, l, &b).is_ok());
+  EXPECT_EQ(b, Backend::kCpu);
+}
+
+TEST(Backends, CudaRequestedWithoutSupportFailsWithAReason) {
+  const HostProblem p = make(small_spec());
+  Launch l;
+  l.backend = Backend::kCuda;
+  const Status st = can_implement(p.view(), Operator::kFusedTopK, l);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_TRUE(st.code() == StatusCode::kBackendUnavailable || st.code() == StatusCode::kUnsupported) << st.to_string();
+  EXPECT_NE(st.message().find("cuda"), std::string::npos) << st.message();
+  HostResults r;
+  EXPECT_FALSE(run_fused(p, l, &r).is_ok());
+}
+
+TEST(GpuBackends, CudaBackendDiscoversAHopperDevice) {
+  const auto all = list_backends();
+  const BackendInfo& cuda = all[1];
+  if (!cuda.compiled) GTEST_SKIP() << "built without CUDA";
+  if (!cuda.usable && cuda.detail.find("no ") == 0) GTEST_SKIP() << "no GPU here: " << cuda.detail;
+  EXPECT_TRUE(cuda.usable) << cuda.detail;
+  EXPECT_NE(cuda.detail.find("sm_90"), std::string::npos) << cuda.detail;
+}
+
+}  // namespace
+}  // namespace fit

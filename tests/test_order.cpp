@@ -1,0 +1,156 @@
+// The total order (CONTRACT §3) and TopK over logits against an independent
+// sort-based oracle on adversarial fp32 rows.
+#include <algorithm>
+#include <limits>
+#include <numeric>
+#include <random>
+
+#include "core/rank_key.h"
+#include "test_util.h"
+
+namespace fit {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Independent statement of the order: does (a, pa) rank above (b, pb)?
+bool ranks_above(float a, int pa, float b, int pb) {
+  const bool na = std::isnan(a), nb = std::isnan(b);
+  if (na || nb) return na && nb ? pa < pb : nb;
+  if (a != b) return a > b;
+  if (a == 0 && std::signbit(a) != std::signbit(b)) return std::signbit(b);  // +0 above -0
+  return pa < pb;
+}
+
+float nan_with(uint32_t b) { return std::bit_cast<float>(b); }
+
+TEST(Order, FloatKeyFollowsTheContractOrder) {
+  const float ascending[] = {-kInf, -std::numeric_limits<float>::max(), -1.0f, -std::numeric_limits<float>::denorm_min(),
+                             -0.0f, 0.0f, std::numeric_limits<float>::denorm_min(), 1.0f,
+                             std::numeric_limits<float>::max(), kInf};
+  for (size_t i = 0; i + 1 < std::size(ascending); ++i)
+    EXPECT_LT(float_key(ascending[i]), float_key(ascending[i + 1])) << ascending[i];
+  for (uint32_t nan : {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFFFFFFFFu, 0x7FBFFFFFu}) {
+    EXPECT_EQ(float_key(nan_with(nan)), 0u) << std::hex << nan;
+    EXPECT_LT(float_key(nan_with(nan)), float_key(-kInf));
+  }
+  for (float x : ascending) EXPECT_EQ(bits(key_to_float(float_key(x))), bits(x));
+}
+
+TEST(Order, RankKeyBreaksTiesByLowerPosition) {
+  EXPECT_GT(rank_key(1.0f, 3), rank_key(1.0f, 4));
+  EXPECT_GT(rank_key(std::nanf(""), 0), rank_key(-std::nanf(""), 1));
+  EXPECT_GT(rank_key(-kInf, 100), rank_key(std::nanf(""), 0));
+  EXPECT_EQ(rank_key_position(rank_key(2.0f, 2147483647)), 2147483647);
+  EXPECT_EQ(rank_key_position(rank_key(2.0f, 0)), 0);
+}
+
+enum class Dist { kGaussian, kEqual, kZeroPlateau, kUlpPacked, kAscending, kDescending, kOffset, kTiny, kSpecials };
+const Dist kDists[] = {Dist::kGaussian,  Dist::kEqual,      Dist::kZeroPlateau, Dist::kUlpPacked, Dist::kAscending,
+                       Dist::kDescending, Dist::kOffset, Dist::kTiny,        Dist::kSpecials};
+
+std::vector<float> make_row(Dist d, int64_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const float z = normal(g);
+    switch (d) {
+      case Dist::kGaussian: v[size_t(i)] = z; break;
+      case Dist::kEqual: v[size_t(i)] = 0.125f; break;
+      case Dist::kZeroPlateau: v[size_t(i)] = g() % 4 ? ((g() & 1) ? 0.0f : -0.0f) : std::fabs(z); break;
+      case Dist::kUlpPacked: v[size_t(i)] = std::bit_cast<float>(uint32_t(0x3F800000u + g() % 5)); break;
+      case Dist::kAscending: v[size_t(i)] = float(i) * 0.5f; break;
+      case Dist::kDescending: v[size_t(i)] = -float(i); break;
+      case Dist::kOffset: v[size_t(i)] = 100.0f + z; break;
+      case Dist::kTiny: v[size_t(i)] = 1e-8f * z; break;
+      case Dist::kSpecials: {
+        const float specials[] = {nan_with(0x7FC00000u), nan_with(0xFFC00001u), kInf, -kInf, 0.0f, -0.0f, z};
+        v[size_t(i)] = specials[g() % 7];
+        break;
+      }
+    }
+  }
+  return v;
+}
+
+struct Case {
+  int32_t k;
+  int64_t width;
+};
+
+// Runs topk_over_logits on `rows` identical-width rows (windows with nonzero starts too).
+TEST(TopKOverLogits, MatchesSortOracleOnAdversarialRows) {
+  const Case cases[] = {{1, 50}, {7, 6}, {7, 7}, {7, 8}, {64, 1000}, {512, 511}, {512, 512}, {512, 513},
+                        {512, 3000}, {1024, 2500}, {2048, 5000}};
+  uint32_t seed = 1;
+  for (Dist dist : kDists)
+    for (const Case& c : cases)
+      for (OutputOrder order : {OutputOrder::kPosition, OutputOrder::kRank}) {
+        const int64_t rows = 3, width = c.width + 5;
+        std::vector<float> logits;
+        std::vector<int32_t> rb(rows, 0), ws(rows), we(rows);
+        for (int64_t r = 0; r < rows; ++r) {
+          const auto row = make_row(dist, width, seed++);
+          logits.insert(logits.end(), row.begin(), row.end());
+          ws[size_t(r)] = int32_t(r == 1 ? 5 : 0);          // a nonzero start
+          we[size_t(r)] = int32_t(ws[size_t(r)] + c.width - (r == 2 ? 1 : 0));
+        }
+        TopKProblem p;
+        p.logits = logits.data();
+        p.logits_row_stride = width;
+        p.rows.num_rows = rows;
+        p.rows.num_requests = 1;
+        p.rows.row_batch = rb.data();
+        p.rows.window_start = ws.data();
+        p.rows.window_end = we.data();
+        p.rows.max_context = width;
+        p.pages.page_size = 0;  // no page map
+        p.k = c.k;
+        p.order = order;
+        size_t bytes = 0;
+        ASSERT_TRUE(workspace_size(p, cpu(), &bytes).is_ok());
+        std::vector<uint8_t> wsbuf(bytes + 64);
+        Launch l = cpu();
+        l.workspace = wsbuf.data();
+        l.workspace_bytes = bytes;
+        HostResults out;
+        out.reset(rows, c.k, false);
+        ASSERT_TRUE(topk_over_logits(p, out.outputs(), l).is_ok());
+
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t s0 = ws[size_t(r)], s1 = we[size_t(r)];
+          std::vector<int> idx(size_t(s1 - s0));
+          std::iota(idx.begin(), idx.end(), int(s0));
+          const float* row = logits.data() + r * width;
+          std::sort(idx.begin(), idx.end(), [&](int a, int b) { return ranks_above(row[a], a, row[b], b); });
+          const int32_t count = int32_t(std::min<int64_t>(c.k, s1 - s0));
+          idx.resize(size_t(count));
+          if (order == OutputOrder::kPosition) std::sort(idx.begin(), idx.end());
+          SCOPED_TRACE(::testing::Message() << "dist " << int(dist) << " k " << c.k << " width " << c.width
+                                            << " row " << r << " order " << int(order));
+          ASSERT_EQ(out.counts[size_t(r)], count);
+          bool any_nan = false;
+          for (int64_t s = s0; s < s1; ++s) any_nan |= std::isnan(row[s]);
+          EXPECT_EQ(out.status[size_t(r)], any_nan ? row_status::kHasNaN : 0u);
+          for (int32_t i = 0; i < c.k; ++i) {
+            const size_t o = size_t(r * c.k + i);
+            if (i < count) {
+              ASSERT_EQ(out.positions[o], idx[size_t(i)]) << "entry " << i;
+              const float want = row[idx[size_t(i)]];
+              if (std::isnan(want)) {
+                EXPECT_TRUE(std::isnan(out.scores[o]));
+              } else {
+                EXPECT_EQ(bits(out.scores[o]), bits(want)) << "entry " << i;
+              }
+            } else {
+              ASSERT_EQ(out.positions[o], -1);
+              EXPECT_EQ(out.scores[o], -kInf);
+            }
+          }
+        }
+      }
+}
+
+}  // namespace
+}  // namespace fit
