@@ -37,8 +37,9 @@ TEST_P(EveryGenerator, FusedBitIdenticalToDenseThenTopK) {
     s.order = order;
     s.weight_type = order == OutputOrder::kRank ? WeightType::kBF16 : WeightType::kF32;
     const HostProblem p = make(s);
-    const HostResults f = fused(p), d = dense_topk(p);
+    const HostResults f = fused(p), d = dense_topk(p, true);
     EXPECT_EQ(first_difference(f, d), "") << "order " << int(order);
+    expect_oracle_selection(p, d, f);
     for (int32_t c : f.counts) EXPECT_EQ(c, s.k);  // every row is long
   }
 }
@@ -86,8 +87,9 @@ TEST(Fused, ProductionTopKsOnLongRows) {
     s.requests = 1;
     s.num_heads = k == 1024 ? 32 : 64;
     const HostProblem p = make(s);
-    const HostResults f = fused(p);
-    EXPECT_EQ(first_difference(f, dense_topk(p)), "") << k;
+    const HostResults f = fused(p), d = dense_topk(p, true);
+    EXPECT_EQ(first_difference(f, d), "") << k;
+    expect_oracle_selection(p, d, f);
     for (int32_t c : f.counts) EXPECT_EQ(c, k);
   }
 }
@@ -101,8 +103,9 @@ TEST(Fused, DecodeNextN1To4) {
     s.context = 500;
     s.k = 128;
     const HostProblem p = make(s);
-    const HostResults f = fused(p);
-    EXPECT_EQ(first_difference(f, dense_topk(p)), "") << next_n;
+    const HostResults f = fused(p), d = dense_topk(p, true);
+    EXPECT_EQ(first_difference(f, d), "") << next_n;
+    expect_oracle_selection(p, d, f);
     ASSERT_EQ(f.rows, 3 * next_n);
     for (int b = 0; b < 3; ++b)
       for (int n = 0; n < next_n; ++n) {

@@ -13,15 +13,6 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// Independent statement of the order: does (a, pa) rank above (b, pb)?
-bool ranks_above(float a, int pa, float b, int pb) {
-  const bool na = std::isnan(a), nb = std::isnan(b);
-  if (na || nb) return na && nb ? pa < pb : nb;
-  if (a != b) return a > b;
-  if (a == 0 && std::signbit(a) != std::signbit(b)) return std::signbit(b);  // +0 above -0
-  return pa < pb;
-}
-
 float nan_with(uint32_t b) { return std::bit_cast<float>(b); }
 
 TEST(Order, FloatKeyFollowsTheContractOrder) {
@@ -120,13 +111,9 @@ TEST(TopKOverLogits, MatchesSortOracleOnAdversarialRows) {
 
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t s0 = ws[size_t(r)], s1 = we[size_t(r)];
-          std::vector<int> idx(size_t(s1 - s0));
-          std::iota(idx.begin(), idx.end(), int(s0));
           const float* row = logits.data() + r * width;
-          std::sort(idx.begin(), idx.end(), [&](int a, int b) { return ranks_above(row[a], a, row[b], b); });
-          const int32_t count = int32_t(std::min<int64_t>(c.k, s1 - s0));
-          idx.resize(size_t(count));
-          if (order == OutputOrder::kPosition) std::sort(idx.begin(), idx.end());
+          const std::vector<int32_t> idx = oracle_topk(row, s0, s1, c.k, order);
+          const auto count = int32_t(idx.size());
           SCOPED_TRACE(::testing::Message() << "dist " << int(dist) << " k " << c.k << " width " << c.width
                                             << " row " << r << " order " << int(order));
           ASSERT_EQ(out.counts[size_t(r)], count);

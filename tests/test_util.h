@@ -62,6 +62,43 @@ inline HostResults dense_topk(const HostProblem& p, bool keep_logits = false) {
 
 inline uint32_t bits(float x) { return std::bit_cast<uint32_t>(x); }
 
+// Independent statement of the order of CONTRACT §3: does (a, pa) rank above (b, pb)?
+inline bool ranks_above(float a, int64_t pa, float b, int64_t pb) {
+  const bool na = std::isnan(a), nb = std::isnan(b);
+  if (na || nb) return na && nb ? pa < pb : nb;
+  if (a != b) return a > b;
+  if (a == 0 && std::signbit(a) != std::signbit(b)) return std::signbit(b);  // +0 above -0
+  return pa < pb;
+}
+
+// Sort-based TopK of row[start, end): the oracle for every selector.
+inline std::vector<int32_t> oracle_topk(const float* row, int64_t start, int64_t end, int32_t k, OutputOrder order) {
+  std::vector<int32_t> idx;
+  for (int64_t s = start; s < end; ++s) idx.push_back(int32_t(s));
+  std::sort(idx.begin(), idx.end(), [&](int32_t a, int32_t b) { return ranks_above(row[a], a, row[b], b); });
+  if (int64_t(idx.size()) > k) idx.resize(size_t(k));
+  if (order == OutputOrder::kPosition) std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
+// Checks every row's positions against oracle_topk over the dense logits in d.
+inline void expect_oracle_selection(const HostProblem& p, const HostResults& d, const HostResults& got) {
+  for (int64_t r = 0; r < got.rows; ++r) {
+    if (got.status[size_t(r)] & row_status::kFailMask) continue;
+    int64_t start = 0, end = 0;
+    if (p.form == RowForm::kDecode) {
+      end = std::max<int64_t>(0, p.context_lens[size_t(r / p.next_n)] - (p.next_n - 1 - r % p.next_n));
+    } else {
+      start = p.window_start[size_t(r)];
+      end = p.window_end[size_t(r)];
+    }
+    const std::vector<int32_t> want = oracle_topk(&d.logits[size_t(r * d.logits_width)], start, end, p.k, p.order);
+    const std::vector<int32_t> have(got.positions.begin() + r * got.k,
+                                    got.positions.begin() + r * got.k + got.counts[size_t(r)]);
+    ASSERT_EQ(have, want) << "row " << r;
+  }
+}
+
 // Mutable copy of a problem's int32 metadata, e.g. to corrupt one row.
 inline void set_window(HostProblem& p, int64_t row, int32_t request, int32_t start, int32_t end) {
   p.row_batch[size_t(row)] = request;
