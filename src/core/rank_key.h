@@ -9,28 +9,30 @@
 #include <bit>
 #include <cstdint>
 
+#include "host_device.h"
+
 namespace flashindexer {
 
-constexpr uint32_t float_key(float x) {
+FI_HD constexpr uint32_t float_key(float x) {
   const uint32_t b = std::bit_cast<uint32_t>(x);
   if ((b & 0x7FFFFFFFu) > 0x7F800000u) return 0u;  // NaN of either sign
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
 // Inverse of float_key for keys that are not NaN; key 0 -> the canonical quiet NaN.
-constexpr float key_to_float(uint32_t key) {
+FI_HD constexpr float key_to_float(uint32_t key) {
   if (key == 0u) return std::bit_cast<float>(0x7FC00000u);
   return std::bit_cast<float>((key & 0x80000000u) ? (key & 0x7FFFFFFFu) : ~key);
 }
 
-constexpr uint64_t rank_key(float score, int32_t position) {
+FI_HD constexpr uint64_t rank_key(float score, int32_t position) {
   return (uint64_t{float_key(score)} << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(position));
 }
 
-constexpr int32_t rank_key_position(uint64_t rk) {
+FI_HD constexpr int32_t rank_key_position(uint64_t rk) {
   return static_cast<int32_t>(0xFFFFFFFFu - static_cast<uint32_t>(rk));
 }
 
-constexpr float rank_key_score(uint64_t rk) { return key_to_float(static_cast<uint32_t>(rk >> 32)); }
+FI_HD constexpr float rank_key_score(uint64_t rk) { return key_to_float(static_cast<uint32_t>(rk >> 32)); }
 
 }  // namespace flashindexer
