@@ -164,7 +164,9 @@ TEST(Fused, WeightScaleMultipliesEveryScore) {
   p.weight_scale = 0.5f;  // a power of two: exactly half of every score
   const HostResults half = dense_topk(p, true);
   for (size_t i = 0; i < base.logits.size(); ++i)
-    if (std::isfinite(base.logits[i])) ASSERT_EQ(half.logits[i], base.logits[i] * 0.5f) << i;
+    if (std::isfinite(base.logits[i])) {
+      ASSERT_EQ(half.logits[i], base.logits[i] * 0.5f) << i;
+    }
   EXPECT_EQ(base.positions, half.positions);
 }
 

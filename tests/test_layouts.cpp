@@ -178,7 +178,9 @@ TEST(Layouts, PoolAddressedBeyond4GiB) {
   ASSERT_TRUE(fused_topk(v, got.outputs(), l).is_ok());
   expect_same_selection(want, got);
   for (size_t i = 0; i < got.slots.size(); ++i)
-    if (want.slots[i] >= 0) ASSERT_EQ(int64_t(got.slots[i]), int64_t(want.slots[i]) + first * p.page_size);
+    if (want.slots[i] >= 0) {
+      ASSERT_EQ(int64_t(got.slots[i]), int64_t(want.slots[i]) + first * p.page_size);
+    }
   munmap(mem, map_bytes);
 }
 

@@ -13,8 +13,6 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-float nan_with(uint32_t b) { return std::bit_cast<float>(b); }
-
 TEST(Order, FloatKeyFollowsTheContractOrder) {
   const float ascending[] = {-kInf, -std::numeric_limits<float>::max(), -1.0f, -std::numeric_limits<float>::denorm_min(),
                              -0.0f, 0.0f, std::numeric_limits<float>::denorm_min(), 1.0f,
@@ -22,8 +20,8 @@ TEST(Order, FloatKeyFollowsTheContractOrder) {
   for (size_t i = 0; i + 1 < std::size(ascending); ++i)
     EXPECT_LT(float_key(ascending[i]), float_key(ascending[i + 1])) << ascending[i];
   for (uint32_t nan : {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFFFFFFFFu, 0x7FBFFFFFu}) {
-    EXPECT_EQ(float_key(nan_with(nan)), 0u) << std::hex << nan;
-    EXPECT_LT(float_key(nan_with(nan)), float_key(-kInf));
+    EXPECT_EQ(float_key(std::bit_cast<float>(nan)), 0u) << std::hex << nan;
+    EXPECT_LT(float_key(std::bit_cast<float>(nan)), float_key(-kInf));
   }
   for (float x : ascending) EXPECT_EQ(bits(key_to_float(float_key(x))), bits(x));
 }
@@ -34,35 +32,6 @@ TEST(Order, RankKeyBreaksTiesByLowerPosition) {
   EXPECT_GT(rank_key(-kInf, 100), rank_key(std::nanf(""), 0));
   EXPECT_EQ(rank_key_position(rank_key(2.0f, 2147483647)), 2147483647);
   EXPECT_EQ(rank_key_position(rank_key(2.0f, 0)), 0);
-}
-
-enum class Dist { kGaussian, kEqual, kZeroPlateau, kUlpPacked, kAscending, kDescending, kOffset, kTiny, kSpecials };
-const Dist kDists[] = {Dist::kGaussian,  Dist::kEqual,      Dist::kZeroPlateau, Dist::kUlpPacked, Dist::kAscending,
-                       Dist::kDescending, Dist::kOffset, Dist::kTiny,        Dist::kSpecials};
-
-std::vector<float> make_row(Dist d, int64_t n, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> normal;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    const float z = normal(g);
-    switch (d) {
-      case Dist::kGaussian: v[size_t(i)] = z; break;
-      case Dist::kEqual: v[size_t(i)] = 0.125f; break;
-      case Dist::kZeroPlateau: v[size_t(i)] = g() % 4 ? ((g() & 1) ? 0.0f : -0.0f) : std::fabs(z); break;
-      case Dist::kUlpPacked: v[size_t(i)] = std::bit_cast<float>(uint32_t(0x3F800000u + g() % 5)); break;
-      case Dist::kAscending: v[size_t(i)] = float(i) * 0.5f; break;
-      case Dist::kDescending: v[size_t(i)] = -float(i); break;
-      case Dist::kOffset: v[size_t(i)] = 100.0f + z; break;
-      case Dist::kTiny: v[size_t(i)] = 1e-8f * z; break;
-      case Dist::kSpecials: {
-        const float specials[] = {nan_with(0x7FC00000u), nan_with(0xFFC00001u), kInf, -kInf, 0.0f, -0.0f, z};
-        v[size_t(i)] = specials[g() % 7];
-        break;
-      }
-    }
-  }
-  return v;
 }
 
 struct Case {

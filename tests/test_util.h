@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <limits>
+#include <random>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -61,6 +63,37 @@ inline HostResults dense_topk(const HostProblem& p, bool keep_logits = false) {
 }
 
 inline uint32_t bits(float x) { return std::bit_cast<uint32_t>(x); }
+
+// Adversarial fp32 rows for TopK over logits (REFERENCE §3 pitfalls).
+enum class Dist { kGaussian, kEqual, kZeroPlateau, kUlpPacked, kAscending, kDescending, kOffset, kTiny, kSpecials };
+inline const Dist kDists[] = {Dist::kGaussian,  Dist::kEqual,      Dist::kZeroPlateau, Dist::kUlpPacked, Dist::kAscending,
+                       Dist::kDescending, Dist::kOffset, Dist::kTiny,        Dist::kSpecials};
+
+inline std::vector<float> make_row(Dist d, int64_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const float z = normal(g);
+    switch (d) {
+      case Dist::kGaussian: v[size_t(i)] = z; break;
+      case Dist::kEqual: v[size_t(i)] = 0.125f; break;
+      case Dist::kZeroPlateau: v[size_t(i)] = g() % 4 ? ((g() & 1) ? 0.0f : -0.0f) : std::fabs(z); break;
+      case Dist::kUlpPacked: v[size_t(i)] = std::bit_cast<float>(uint32_t(0x3F800000u + g() % 5)); break;
+      case Dist::kAscending: v[size_t(i)] = float(i) * 0.5f; break;
+      case Dist::kDescending: v[size_t(i)] = -float(i); break;
+      case Dist::kOffset: v[size_t(i)] = 100.0f + z; break;
+      case Dist::kTiny: v[size_t(i)] = 1e-8f * z; break;
+      case Dist::kSpecials: {
+        const float specials[] = {std::bit_cast<float>(0x7FC00000u), std::bit_cast<float>(0xFFC00001u), std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), 0.0f, -0.0f, z};
+        v[size_t(i)] = specials[g() % 7];
+        break;
+      }
+    }
+  }
+  return v;
+}
+
 
 // Independent statement of the order of CONTRACT §3: does (a, pa) rank above (b, pb)?
 inline bool ranks_above(float a, int64_t pa, float b, int64_t pb) {

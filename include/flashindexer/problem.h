@@ -64,7 +64,7 @@ struct Rows {
   // host bound on every window end; sizes logits and schedules
   int64_t max_context = 0;
 
-  int64_t rows() const {
+  constexpr int64_t rows() const {
     return form == RowForm::kDecode ? int64_t{num_requests} * next_n : num_rows;
   }
 };

@@ -10,6 +10,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include <cstdlib>
+
+#if defined(FLASHINDEXER_WITH_CUDA)
+#include "bench_topk.h"
+#endif
 #include "flashindexer/host_problem.h"
 #include "flashindexer/operators.h"
 
@@ -188,8 +193,21 @@ int main(int argc, char** argv) {
 
   CLI::App* info = app.add_subcommand("info", "list the backends and devices");
 
+#if defined(FLASHINDEXER_WITH_CUDA)
+  flashindexer::bench::BenchOptions bench;
+  const char* git = std::getenv("FLASHINDEXER_GIT");
+  bench.git = git ? git : "unknown";
+  CLI::App* bench_topk = app.add_subcommand("bench-topk", "GPU: TopK over logits vs the copy floor (JSON lines)");
+  bench_topk->add_option("--iters", bench.iters, "timed iterations (median)")->capture_default_str();
+  bench_topk->add_option("--only", bench.only, "one point by name");
+  bench_topk->add_flag("--json", bench.json, "JSON lines (the only output format)");
+#endif
+
   CLI11_PARSE(app, argc, argv);
   if (*make) return cmd_make_problem(o);
   if (*info) return cmd_info();
+#if defined(FLASHINDEXER_WITH_CUDA)
+  if (*bench_topk) return flashindexer::bench::bench_topk(bench);
+#endif
   return cmd_run(o);  // `run` is also the default
 }

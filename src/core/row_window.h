@@ -74,6 +74,13 @@ FI_HD uint32_t combine_page_status(uint32_t ored) {
   return (ored & row_status::kFailPage) ? row_status::kFailPage : ored;
 }
 
+// Physical slot of logical position s of `request` (window already validated).
+FI_HD int64_t physical_slot(const PageMap& pages, int32_t request, int64_t s) {
+  if (pages.table == nullptr) return s;
+  const int64_t page = pages.table[int64_t{request} * pages.table_row_stride + s / pages.page_size];
+  return page * pages.page_size + s % pages.page_size;
+}
+
 // Full resolution (serial page checks): the CPU backend's path.
 inline RowWindow resolve_row(const Rows& rows, const PageMap& pages, int64_t row) {
   RowWindow w = resolve_window(rows, row);

@@ -75,10 +75,7 @@ void write_row(const TopKOutputs& o, const PageMap& pages, int64_t row, const Ro
   for (int32_t i = 0; i < count; ++i) {
     const int32_t pos = rank_key_position(keys[i]);
     o.positions[row * o.positions_row_stride + i] = pos;
-    if (o.slots) {
-      const PageToken pt = locate(pages, w.request, pos);
-      o.slots[row * o.slots_row_stride + i] = static_cast<int32_t>(pt.page * pages.page_size + pt.token);
-    }
+    if (o.slots) o.slots[row * o.slots_row_stride + i] = static_cast<int32_t>(physical_slot(pages, w.request, pos));
     if (o.scores) o.scores[row * o.scores_row_stride + i] = rank_key_score(keys[i]);
   }
   write_padding(o, row, count, k);

@@ -1,51 +1,60 @@
 // flashindexer CUDA backend (sm_90a): host side.
 //
-// Today this is the seam only: device discovery, the pointer check used by
-// Backend::kAuto, and honest "not implemented yet" answers for each operator.
-// The scorer, the TopK-over-logits selectors and the fused operator plug in
-// here (issues 3, 4, 5); their kernels live in src/cuda/sm90/.
+// Device discovery, the pointer check used by Backend::kAuto, launch planning
+// (heuristics.h) and the calls into the sm_90a kernels (src/cuda/sm90/).
+// Implemented: TopK over logits. Not yet: dense logits and the fused operator,
+// which answer kUnsupported with a reason.
 #include <cuda_runtime.h>
 
 #include <mutex>
 #include <string>
 
 #include "../core/backend.h"
+#include "heuristics.h"
 #include "sm90/arch_probe.h"
+#include "sm90/topk_over_logits.h"
 
 namespace flashindexer {
 namespace cuda {
 namespace {
 
-BackendInfo discover() {
+struct Device {
   BackendInfo info{Backend::kCuda, true, false, ""};
+  int num_sms = 0;
+};
+
+Device discover() {
+  Device d;
+  BackendInfo& info = d.info;
   int count = 0;
   if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess || count == 0) {
     info.detail = e != cudaSuccess ? std::string("no usable device: ") + cudaGetErrorString(e)
                                    : std::string("no CUDA device present");
     cudaGetLastError();  // clear the sticky-free error state
-    return info;
+    return d;
   }
   int dev = 0;
   cudaGetDevice(&dev);
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
     info.detail = "cudaGetDeviceProperties failed";
-    return info;
+    return d;
   }
   const std::string name = std::string(prop.name) + " (sm_" + std::to_string(prop.major) +
                            std::to_string(prop.minor) + ")";
   if (prop.major != 9 || prop.minor != 0) {
     info.detail = name + ": expected sm_90 (Hopper)";
-    return info;
+    return d;
   }
   if (cudaError_t e = sm90::arch_image_available(); e != cudaSuccess) {
     info.detail = name + ": no sm_90a image in this binary: " + cudaGetErrorString(e);
     cudaGetLastError();
-    return info;
+    return d;
   }
   info.usable = true;
   info.detail = name;
-  return info;
+  d.num_sms = prop.multiProcessorCount;
+  return d;
 }
 
 Status not_yet(const char* what) {
@@ -53,12 +62,15 @@ Status not_yet(const char* what) {
                 std::string(what) + " is not implemented on sm_90a yet; use backend cpu (host pointers)");
 }
 
+Status launch_status(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return Status::ok();
+  return Status(StatusCode::kInternal, std::string(what) + ": CUDA error " + cudaGetErrorName(e) + ": " +
+                                           cudaGetErrorString(e));
+}
+
 class CudaBackend final : public BackendImpl {
  public:
-  BackendInfo info() const override {
-    std::call_once(once_, [this] { info_ = discover(); });
-    return info_;
-  }
+  BackendInfo info() const override { return device().info; }
   bool addresses(const void* ptr) const override {
     cudaPointerAttributes attr{};
     if (cudaPointerGetAttributes(&attr, ptr) != cudaSuccess) {
@@ -69,23 +81,37 @@ class CudaBackend final : public BackendImpl {
   }
 
   Status supports(const IndexerProblem&, Operator op) const override { return not_yet(to_string(op)); }
-  Status supports(const TopKProblem&) const override { return not_yet("topk_over_logits"); }
+  Status supports(const TopKProblem& p) const override {
+    if (p.k > kTopKMaxK)
+      return Status(StatusCode::kUnsupported, "k: expected 1.." + std::to_string(kTopKMaxK) + " on sm_90a, got " +
+                                                  std::to_string(p.k));
+    return Status::ok();
+  }
   size_t workspace_bytes(const IndexerProblem&, Operator, const Launch&) const override { return 0; }
-  size_t workspace_bytes(const TopKProblem&, const Launch&) const override { return 0; }
+  size_t workspace_bytes(const TopKProblem& p, const Launch&) const override {
+    return plan_topk(p.rows.rows(), p.rows.max_context, p.k, device().num_sms).workspace_bytes;
+  }
 
   Status dense_logits(const IndexerProblem&, const LogitsOutput&, const Launch&) const override {
     return not_yet("dense_logits");
   }
-  Status topk_over_logits(const TopKProblem&, const TopKOutputs&, const Launch&) const override {
-    return not_yet("topk_over_logits");
+  Status topk_over_logits(const TopKProblem& p, const TopKOutputs& out, const Launch& l) const override {
+    const TopKPlan plan = plan_topk(p.rows.rows(), p.rows.max_context, p.k, device().num_sms);
+    const sm90::TopKArgs args{p.logits, p.logits_row_stride, p.rows, p.pages, p.k, p.order, out, plan.splits,
+                              l.workspace};
+    return launch_status(sm90::topk_over_logits(args, static_cast<cudaStream_t>(l.stream)), "topk_over_logits");
   }
   Status fused_topk(const IndexerProblem&, const TopKOutputs&, const Launch&) const override {
     return not_yet("fused_topk");
   }
 
  private:
+  const Device& device() const {
+    std::call_once(once_, [this] { device_ = discover(); });
+    return device_;
+  }
   mutable std::once_flag once_;
-  mutable BackendInfo info_;
+  mutable Device device_;
 };
 
 }  // namespace

@@ -1,0 +1,178 @@
+// flashindexer bench-topk: TopK over logits on the GPU, with the copy-bandwidth floor
+// measured in the same run. One JSON line per point (schema shared with
+// bench/torch_topk_baseline.py); each line carries the command that reproduces it.
+#include "bench_topk.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench_data.cuh"
+#include "flashindexer/operators.h"
+
+namespace flashindexer::bench {
+namespace {
+
+#define BENCH_CHECK(expr)                                                                      \
+  do {                                                                                         \
+    const cudaError_t e_ = (expr);                                                             \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s: %s\n", #expr, cudaGetErrorString(e_));                         \
+      return 1;                                                                                \
+    }                                                                                          \
+  } while (0)
+
+struct Point {
+  const char* name;
+  int64_t rows, width;
+  int32_t k;
+  bool all_dists;
+};
+
+// Median of `iters` event-timed runs of f, after `warmup` runs.
+template <typename F>
+float median_ms(F&& f, int warmup, int iters) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  for (int i = 0; i < warmup; ++i) f();
+  std::vector<float> t;
+  for (int i = 0; i < iters; ++i) {
+    cudaEventRecord(a);
+    f();
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    t.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int bench_topk(const BenchOptions& opt) {
+  cudaDeviceProp prop{};
+  BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const Point points[] = {
+      {"prefill_196k", 8192, 196608, 1024, true}, {"prefill_64k", 8192, 65536, 2048, false},
+      {"decode_b64_64k", 64, 65536, 2048, true},  {"decode_b1_256k", 1, 262144, 2048, true},
+      {"decode_b128_128k", 128, 131072, 2048, false},
+  };
+  // Floor: a device-to-device copy (bytes read + written) of 2 GiB.
+  const size_t copy_bytes = size_t(1) << 31;
+  void *src = nullptr, *dst = nullptr;
+  BENCH_CHECK(cudaMalloc(&src, copy_bytes));
+  BENCH_CHECK(cudaMalloc(&dst, copy_bytes));
+  const float copy_ms = median_ms([&] { cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice); }, 3, 20);
+  BENCH_CHECK(cudaFree(src));
+  BENCH_CHECK(cudaFree(dst));
+  const double copy_gbps = 2.0 * copy_bytes / (copy_ms * 1e6);
+  const nlohmann::json base = {{"gpu", prop.name}, {"git", opt.git}, {"sms", prop.multiProcessorCount}};
+  {
+    nlohmann::json j = base;
+    j["op"] = "copy_floor";
+    j["impl"] = "cudaMemcpy";
+    j["bytes"] = 2 * copy_bytes;
+    j["time_ms"] = copy_ms;
+    j["gbps"] = copy_gbps;
+    std::printf("%s\n", j.dump().c_str());
+  }
+  for (const Point& pt : points) {
+    if (!opt.only.empty() && opt.only != pt.name) continue;
+    const int64_t cells = pt.rows * pt.width;
+    float* logits = nullptr;
+    BENCH_CHECK(cudaMalloc(&logits, size_t(cells) * 4));
+    std::vector<int32_t> ends(size_t(pt.rows), int32_t(pt.width)), zeros(size_t(pt.rows), 0);
+    int32_t *d_start = nullptr, *d_end = nullptr, *d_batch = nullptr, *d_pos = nullptr, *d_cnt = nullptr;
+    float* d_scores = nullptr;
+    uint32_t* d_status = nullptr;
+    BENCH_CHECK(cudaMalloc(&d_start, size_t(pt.rows) * 4));
+    BENCH_CHECK(cudaMalloc(&d_end, size_t(pt.rows) * 4));
+    BENCH_CHECK(cudaMalloc(&d_batch, size_t(pt.rows) * 4));
+    BENCH_CHECK(cudaMalloc(&d_pos, size_t(pt.rows) * pt.k * 4));
+    BENCH_CHECK(cudaMalloc(&d_scores, size_t(pt.rows) * pt.k * 4));
+    BENCH_CHECK(cudaMalloc(&d_cnt, size_t(pt.rows) * 4));
+    BENCH_CHECK(cudaMalloc(&d_status, size_t(pt.rows) * 4));
+    BENCH_CHECK(cudaMemcpy(d_start, zeros.data(), zeros.size() * 4, cudaMemcpyHostToDevice));
+    BENCH_CHECK(cudaMemcpy(d_batch, zeros.data(), zeros.size() * 4, cudaMemcpyHostToDevice));
+    BENCH_CHECK(cudaMemcpy(d_end, ends.data(), ends.size() * 4, cudaMemcpyHostToDevice));
+    TopKProblem p;
+    p.logits = logits;
+    p.logits_row_stride = pt.width;
+    p.rows.num_rows = pt.rows;
+    p.rows.num_requests = 1;
+    p.rows.row_batch = d_batch;
+    p.rows.window_start = d_start;
+    p.rows.window_end = d_end;
+    p.rows.max_context = pt.width;
+    p.pages.page_size = 0;
+    p.k = pt.k;
+    TopKOutputs o;
+    o.positions = d_pos;
+    o.positions_row_stride = pt.k;
+    o.scores = d_scores;
+    o.scores_row_stride = pt.k;
+    o.counts = d_cnt;
+    o.status = d_status;
+    Launch l;
+    l.backend = Backend::kCuda;
+    size_t ws_bytes = 0;
+    Status st = workspace_size(p, l, &ws_bytes);
+    if (!st.is_ok()) {
+      std::fprintf(stderr, "%s\n", st.to_string().c_str());
+      return 1;
+    }
+    void* ws = nullptr;
+    BENCH_CHECK(cudaMalloc(&ws, std::max<size_t>(ws_bytes, 16)));
+    l.workspace = ws;
+    l.workspace_bytes = ws_bytes;
+    for (Dist d : kDists) {
+      if (!pt.all_dists && d != Dist::kGaussian) continue;
+      BENCH_CHECK(fill_logits(logits, pt.rows, pt.width, d, 42, nullptr));
+      BENCH_CHECK(cudaDeviceSynchronize());
+      Status run_status;
+      const float ms = median_ms([&] { run_status = topk_over_logits(p, o, l); }, 3, opt.iters);
+      BENCH_CHECK(cudaDeviceSynchronize());
+      if (!run_status.is_ok()) {
+        std::fprintf(stderr, "%s\n", run_status.to_string().c_str());
+        return 1;
+      }
+      const double bytes = double(cells) * 4;
+      nlohmann::json j = base;
+      j["op"] = "topk_over_logits";
+      j["impl"] = "flashindexer";
+      j["point"] = pt.name;
+      j["dist"] = to_string(d);
+      j["rows"] = pt.rows;
+      j["width"] = pt.width;
+      j["k"] = pt.k;
+      j["time_ms"] = ms;
+      j["gbps"] = bytes / (ms * 1e6);
+      j["floor_ms"] = bytes / (copy_gbps * 1e6);
+      j["workspace_bytes"] = ws_bytes;
+      j["command"] = "flashindexer bench-topk --json --only " + std::string(pt.name);
+      std::printf("%s\n", j.dump().c_str());
+      std::fflush(stdout);
+    }
+    cudaFree(ws);
+    cudaFree(logits);
+    cudaFree(d_start);
+    cudaFree(d_end);
+    cudaFree(d_batch);
+    cudaFree(d_pos);
+    cudaFree(d_scores);
+    cudaFree(d_cnt);
+    cudaFree(d_status);
+  }
+  return 0;
+}
+
+}  // namespace flashindexer::bench

@@ -1,0 +1,220 @@
+// flashindexer sm_90a: exact TopK over fp32 logits (CONTRACT §3), any input.
+//
+// Purpose: positions, slots, scores, counts and status of the K best positions of
+//   each row's window, bit-identical to the CPU reference (same rank keys, same
+//   row validation, same canonical NaN).
+// Algorithm: one pass over the logits. A CTA streams its window (or its chunk of
+//   the window when the row is split, see heuristics.h) through a BlockSelector
+//   (block_select.cuh): 16-byte streaming loads, 4 float4 in flight per thread,
+//   rank keys filtered against a rising threshold, exact compaction in shared
+//   memory. Split rows write their local top K (unsorted) to the workspace and a
+//   second kernel merges them exactly with the same selector.
+// Grid: x = rows, y = splits. Threads: 512, no specialisation.
+// Shared memory: sizeof(BlockSelectStorage) ~ 62 KiB (dynamic).
+#include <cmath>
+
+#include "../../core/row_window.h"
+#include "block_select.cuh"
+#include "topk_over_logits.h"
+
+namespace flashindexer::sm90 {
+namespace {
+
+constexpr int kUnroll = 4;
+
+struct RowCheck {
+  RowWindow w;
+  uint32_t status;
+};
+
+// Window, request and page-table checks; page entries are checked by all threads.
+__device__ RowCheck check_row(const TopKArgs& a, int64_t row, uint32_t* scratch) {
+  RowWindow w = resolve_window(a.rows, row);
+  if (threadIdx.x == 0) *scratch = 0;
+  __syncthreads();
+  if (w.status == 0) {
+    const int64_t n = window_pages(a.pages, w);
+    uint32_t ored = 0;
+    for (int64_t i = threadIdx.x; i < n; i += kBlock) ored |= check_window_page(a.pages, w, i);
+    if (ored) atomicOr(scratch, ored);
+  }
+  __syncthreads();
+  const uint32_t pages = combine_page_status(*scratch);
+  __syncthreads();
+  if (w.status == 0 && pages != 0) {
+    w.status = pages;
+    w.start = w.end = 0;
+  }
+  return {w, w.status};
+}
+
+// Streams logits[s0, s1) of one row into the selector; returns whether any was NaN.
+__device__ bool scan_logits(BlockSelector& sel, const float* row_ptr, int64_t s0, int64_t s1) {
+  bool nan = false;
+  const int64_t len = s1 - s0;
+  const auto addr = reinterpret_cast<uintptr_t>(row_ptr + s0);
+  const int64_t head = len < int64_t((16 - (addr & 15)) & 15) / 4 ? len : int64_t((16 - (addr & 15)) & 15) / 4;
+  const int64_t nvec = (len - head) / 4;
+  const int64_t tail = len - head - nvec * 4;
+  {  // the unaligned head and the tail: at most 3 + 3 scalars
+    uint64_t rk[4] = {0, 0, 0, 0};
+    bool valid[4] = {false, false, false, false};
+    const int t = threadIdx.x;
+    const int64_t pos = t < head ? s0 + t : (t < head + tail ? s0 + head + nvec * 4 + (t - head) : -1);
+    if (pos >= 0) {
+      const float v = row_ptr[pos];
+      nan |= isnan(v);
+      rk[0] = rank_key(v, int32_t(pos));
+      valid[0] = true;
+    }
+    sel.push_tile(rk, valid);
+  }
+  const float4* vec = reinterpret_cast<const float4*>(row_ptr + s0 + head);
+  const int64_t first = s0 + head;
+  for (int64_t v0 = 0; v0 < nvec; v0 += int64_t(kBlock) * kUnroll) {
+    float4 x[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = v0 + u * kBlock + threadIdx.x;
+      if (i < nvec) x[u] = __ldcs(vec + i);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = v0 + u * kBlock + threadIdx.x;
+      const bool ok = i < nvec;
+      const float f[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
+      uint64_t rk[4];
+      bool valid[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        valid[j] = ok;
+        rk[j] = ok ? rank_key(f[j], int32_t(first + i * 4 + j)) : 0ull;
+        nan |= ok && isnan(f[j]);
+      }
+      sel.push_tile(rk, valid);
+    }
+  }
+  return __syncthreads_or(nan);
+}
+
+// Writes one row's outputs from a sorted blocked arrangement (n valid entries).
+__device__ void write_row(const TopKArgs& a, int64_t row, const RowWindow& w, uint32_t status, int32_t n,
+                          const uint64_t (&sorted)[kSortItems]) {
+  const TopKOutputs& o = a.out;
+  const float kNegInf = -__int_as_float(0x7f800000);
+#pragma unroll
+  for (int i = 0; i < kSortItems; ++i) {
+    const int32_t idx = int32_t(threadIdx.x) * kSortItems + i;
+    if (idx >= a.k) continue;
+    const bool real = idx < n;
+    const int32_t pos = real ? rank_key_position(sorted[i]) : -1;
+    o.positions[row * o.positions_row_stride + idx] = pos;
+    if (o.slots) o.slots[row * o.slots_row_stride + idx] = real ? int32_t(physical_slot(a.pages, w.request, pos)) : -1;
+    if (o.scores) o.scores[row * o.scores_row_stride + idx] = real ? rank_key_score(sorted[i]) : kNegInf;
+  }
+  if (threadIdx.x == 0) {
+    if (o.counts) o.counts[row] = n;
+    if (o.status) o.status[row] = status;
+  }
+}
+
+struct SplitWorkspace {
+  uint64_t* keys;    // [rows, splits, K]
+  uint32_t* counts;  // [rows, splits]
+  uint32_t* nan;     // [rows, splits]
+};
+
+__device__ SplitWorkspace split_workspace(const TopKArgs& a) {
+  const int64_t slots = a.rows.rows() * a.splits;
+  auto* keys = static_cast<uint64_t*>(a.workspace);
+  auto* counts = reinterpret_cast<uint32_t*>(keys + slots * a.k);
+  return {keys, counts, counts + slots};
+}
+
+// splits == 1: the whole row, final outputs. splits > 1: one chunk, local top K to the workspace.
+template <bool kWhole>
+__global__ void __launch_bounds__(kBlock) topk_rows_kernel(const TopKArgs a) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  auto& st = *reinterpret_cast<BlockSelectStorage*>(smem);
+  __shared__ uint32_t scratch;
+  const int64_t row = blockIdx.x;
+  BlockSelector sel(st, a.k);
+  const float* row_ptr = a.logits + row * a.logits_row_stride;
+  if constexpr (kWhole) {
+    const RowCheck c = check_row(a, row, &scratch);
+    const bool nan = c.w.length() > 0 && scan_logits(sel, row_ptr, c.w.start, c.w.end);
+    uint64_t sorted[kSortItems];
+    const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted);
+    write_row(a, row, c.w, c.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
+  } else {
+    const RowWindow w = resolve_window(a.rows, row);
+    const int64_t chunk = (w.length() + a.splits - 1) / a.splits;
+    const int64_t s0 = w.start + chunk * blockIdx.y;
+    const int64_t s1 = s0 + chunk < w.end ? s0 + chunk : w.end;
+    const bool nan = s0 < s1 && scan_logits(sel, row_ptr, s0, s1);
+    const int32_t n = sel.reduce();
+    const SplitWorkspace ws = split_workspace(a);
+    const int64_t slot = row * a.splits + blockIdx.y;
+    for (int32_t i = threadIdx.x; i < n; i += kBlock) ws.keys[slot * a.k + i] = sel.candidates()[i];
+    if (threadIdx.x == 0) {
+      ws.counts[slot] = uint32_t(n);
+      ws.nan[slot] = nan ? 1u : 0u;
+    }
+  }
+}
+
+// Exact merge of the splits' local top K of each row.
+__global__ void __launch_bounds__(kBlock) topk_merge_kernel(const TopKArgs a) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  auto& st = *reinterpret_cast<BlockSelectStorage*>(smem);
+  __shared__ uint32_t scratch;
+  const int64_t row = blockIdx.x;
+  BlockSelector sel(st, a.k);
+  const RowCheck c = check_row(a, row, &scratch);
+  const SplitWorkspace ws = split_workspace(a);
+  bool nan = false;
+  if (c.status == 0) {
+    for (int s = 0; s < a.splits; ++s) {
+      const int64_t slot = row * a.splits + s;
+      const int32_t n = int32_t(ws.counts[slot]);
+      nan |= ws.nan[slot] != 0;
+      for (int32_t base = 0; base < n; base += kTile) {
+        uint64_t rk[4];
+        bool valid[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const int32_t i = base + j * kBlock + int32_t(threadIdx.x);
+          valid[j] = i < n;
+          rk[j] = valid[j] ? ws.keys[slot * a.k + i] : 0ull;
+        }
+        sel.push_tile(rk, valid);
+      }
+    }
+  }
+  uint64_t sorted[kSortItems];
+  const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted);
+  write_row(a, row, c.w, c.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
+}
+
+}  // namespace
+
+cudaError_t topk_over_logits(const TopKArgs& a, cudaStream_t stream) {
+  const int64_t rows = a.rows.rows();
+  if (rows == 0) return cudaSuccess;
+  const size_t smem = sizeof(BlockSelectStorage);
+  if (a.splits <= 1) {
+    cudaError_t e = cudaFuncSetAttribute(topk_rows_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    if (e != cudaSuccess) return e;
+    topk_rows_kernel<true><<<dim3(unsigned(rows), 1), kBlock, smem, stream>>>(a);
+    return cudaGetLastError();
+  }
+  cudaError_t e = cudaFuncSetAttribute(topk_rows_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(topk_merge_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (e != cudaSuccess) return e;
+  topk_rows_kernel<false><<<dim3(unsigned(rows), unsigned(a.splits)), kBlock, smem, stream>>>(a);
+  topk_merge_kernel<<<unsigned(rows), kBlock, smem, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace flashindexer::sm90

@@ -1,0 +1,275 @@
+// GPU (label gpu): the sm_90a TopK over logits against the CPU reference, bit for bit.
+#include <algorithm>
+
+#include "gpu/gpu_util.h"
+
+namespace fit {
+namespace {
+
+// A TopK problem held on the host; run() executes it on the CPU or the GPU.
+struct LogitsCase {
+  int64_t rows = 0, width = 0;  // width = max_context = logits row stride
+  int32_t k = 0;
+  OutputOrder order = OutputOrder::kPosition;
+  RowForm form = RowForm::kRagged;
+  int32_t next_n = 1, num_requests = 1;
+  std::vector<float> logits;
+  std::vector<int32_t> row_batch, start, end, context_lens;
+  // page map (page_size 0 = none)
+  int32_t page_size = 0;
+  int64_t num_pages = 0, table_width = 0;
+  std::vector<int32_t> table;
+
+  TopKProblem problem(const float* lg, const int32_t* rb, const int32_t* ws, const int32_t* we, const int32_t* cl,
+                      const int32_t* tb) const {
+    TopKProblem p;
+    p.logits = lg;
+    p.logits_row_stride = width;
+    p.rows.form = form;
+    p.rows.num_requests = num_requests;
+    p.rows.num_rows = form == RowForm::kRagged ? rows : 0;
+    p.rows.row_batch = rb;
+    p.rows.window_start = ws;
+    p.rows.window_end = we;
+    p.rows.next_n = next_n;
+    p.rows.context_lens = cl;
+    p.rows.max_context = width;
+    p.pages.page_size = page_size;
+    p.pages.num_pages = num_pages;
+    p.pages.table = table.empty() ? nullptr : tb;
+    p.pages.table_width = table_width;
+    p.pages.table_row_stride = table_width;
+    p.k = k;
+    p.order = order;
+    return p;
+  }
+
+  HostResults cpu() const {
+    const TopKProblem p = problem(logits.data(), row_batch.data(), start.data(), end.data(), context_lens.data(),
+                                  table.data());
+    size_t bytes = 0;
+    EXPECT_TRUE(workspace_size(p, fit::cpu(), &bytes).is_ok());
+    std::vector<uint8_t> ws(bytes + 64);
+    Launch l = fit::cpu();
+    l.workspace = ws.data();
+    l.workspace_bytes = bytes;
+    HostResults r;
+    r.reset(p.rows.rows(), k, page_size > 0);
+    const Status st = topk_over_logits(p, r.outputs(), l);
+    EXPECT_TRUE(st.is_ok()) << st.to_string();
+    return r;
+  }
+};
+
+// Device copies of a case plus poisoned outputs.
+struct DeviceCase {
+  DeviceVector<float> logits;
+  DeviceVector<int32_t> rb, ws, we, cl, table;
+  DeviceVector<int32_t> positions, slots, counts;
+  DeviceVector<float> scores;
+  DeviceVector<uint32_t> status;
+  DeviceVector<uint8_t> workspace;
+  TopKProblem p;
+  TopKOutputs o;
+  Launch l;
+
+  explicit DeviceCase(const LogitsCase& c)
+      : logits(c.logits), rb(c.row_batch), ws(c.start), we(c.end), cl(c.context_lens), table(c.table),
+        positions(size_t(c.rows * c.k), 0x7F), slots(size_t(c.rows * c.k), 0x7F), counts(size_t(c.rows), 0x7F),
+        scores(size_t(c.rows * c.k), 0x7F), status(size_t(c.rows), 0x7F) {
+    p = c.problem(logits.get(), rb.get(), ws.get(), we.get(), cl.get(), table.get());
+    o.positions = positions.get();
+    o.positions_row_stride = c.k;
+    o.slots = c.page_size > 0 ? slots.get() : nullptr;
+    o.slots_row_stride = c.k;
+    o.scores = scores.get();
+    o.scores_row_stride = c.k;
+    o.counts = counts.get();
+    o.status = status.get();
+    l.backend = Backend::kCuda;
+    size_t bytes = 0;
+    const Status st = workspace_size(p, l, &bytes);
+    EXPECT_TRUE(st.is_ok()) << st.to_string();
+    workspace.assign(std::vector<uint8_t>(bytes, 0xCD));
+    l.workspace = workspace.get();
+    l.workspace_bytes = bytes;
+  }
+
+  Status run(cudaStream_t stream = nullptr) {
+    l.stream = stream;
+    return topk_over_logits(p, o, l);
+  }
+
+  HostResults results(const LogitsCase& c) const {
+    HostResults r;
+    r.rows = c.rows;
+    r.k = c.k;
+    r.positions = positions.to_host();
+    if (c.page_size > 0) r.slots = slots.to_host();
+    r.scores = scores.to_host();
+    r.counts = counts.to_host();
+    r.status = status.to_host();
+    return r;
+  }
+};
+
+void expect_gpu_matches_cpu(const LogitsCase& c, const std::string& what) {
+  DeviceCase d(c);
+  const Status st = d.run();
+  ASSERT_TRUE(st.is_ok()) << what << ": " << st.to_string();
+  GPU_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(first_difference(c.cpu(), d.results(c)), "") << what;
+}
+
+LogitsCase rows_case(Dist dist, int64_t rows, int64_t width, int32_t k, uint32_t seed) {
+  LogitsCase c;
+  c.rows = rows;
+  c.width = width;
+  c.k = k;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto row = make_row(dist, width, seed + uint32_t(r));
+    c.logits.insert(c.logits.end(), row.begin(), row.end());
+    c.row_batch.push_back(0);
+    // Mostly full windows; some with nonzero starts, some short, one empty.
+    const int64_t kind = r % 5;
+    const int64_t s = kind == 1 ? 3 : (kind == 3 ? width / 3 : 0);
+    const int64_t e = kind == 2 ? std::min<int64_t>(width, k + 1) : (kind == 4 && r == 4 ? s : width - (r % 2));
+    c.start.push_back(int32_t(s));
+    c.end.push_back(int32_t(e));
+  }
+  return c;
+}
+
+TEST(GpuTopK, MatchesCpuOnAdversarialRowsManyRows) {
+  SKIP_WITHOUT_GPU();
+  for (Dist dist : kDists)
+    for (int32_t k : {1, 64, 512, 2048})
+      for (OutputOrder order : {OutputOrder::kPosition, OutputOrder::kRank}) {
+        LogitsCase c = rows_case(dist, 300, 5000, k, 11 * uint32_t(k));
+        c.order = order;
+        expect_gpu_matches_cpu(c, "dist " + std::to_string(int(dist)) + " k " + std::to_string(k));
+      }
+}
+
+TEST(GpuTopK, MatchesCpuOnLongSplitRows) {
+  SKIP_WITHOUT_GPU();
+  for (Dist dist : kDists)
+    for (int32_t k : {7, 1024, 2048})
+      for (int64_t width : {int64_t(k) - 1, int64_t(k), int64_t(k) + 1, int64_t(70001), int64_t(262144)}) {
+        if (width < 1) continue;
+        LogitsCase c = rows_case(dist, 3, width, k, 5 + uint32_t(width));
+        c.order = width % 2 ? OutputOrder::kRank : OutputOrder::kPosition;
+        expect_gpu_matches_cpu(c, "dist " + std::to_string(int(dist)) + " k " + std::to_string(k) + " width " +
+                                      std::to_string(width));
+      }
+}
+
+TEST(GpuTopK, DecodeRowsSlotsAndRowStatus) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t requests : {int64_t(2), int64_t(64), int64_t(300)}) {
+    LogitsCase c;
+    c.form = RowForm::kDecode;
+    c.next_n = 2;
+    c.num_requests = int32_t(requests);
+    c.rows = requests * 2;
+    c.width = 20000;
+    c.k = 512;
+    c.page_size = 64;
+    c.table_width = (c.width + 63) / 64;
+    c.num_pages = requests * c.table_width;
+    for (int64_t b = 0; b < requests; ++b) {
+      c.context_lens.push_back(int32_t(b == 1 ? c.width + 1 : (b * 7919) % c.width));  // request 1 fails
+      for (int64_t i = 0; i < c.table_width; ++i) c.table.push_back(int32_t((b * c.table_width + i * 7) % c.num_pages));
+    }
+    c.table[size_t(c.table_width * 0 + 5)] = -3;  // request 0: a bad entry (fails if its window reaches page 5)
+    c.context_lens[0] = 5000;
+    for (int64_t r = 0; r < c.rows; ++r) {
+      const auto row = make_row(Dist::kGaussian, c.width, 99 + uint32_t(r));
+      c.logits.insert(c.logits.end(), row.begin(), row.end());
+    }
+    expect_gpu_matches_cpu(c, "decode requests " + std::to_string(requests));
+  }
+}
+
+TEST(GpuTopK, DenseLogitsOfEveryGenerator) {
+  SKIP_WITHOUT_GPU();
+  for (Generator g : kAllGenerators) {
+    SyntheticSpec s = small_spec(g);
+    s.rows = 40;
+    s.requests = 4;
+    s.context = 3000;
+    s.k = 1024;
+    const HostProblem hp = make(s);
+    const HostResults d = dense_topk(hp, true);
+    LogitsCase c;
+    c.rows = hp.rows();
+    c.width = hp.max_context;
+    c.k = hp.k;
+    c.logits = d.logits;
+    c.row_batch = hp.row_batch;
+    c.start = hp.window_start;
+    c.end = hp.window_end;
+    c.num_requests = hp.num_requests;
+    c.page_size = hp.page_size;
+    c.num_pages = hp.num_pages;
+    c.table_width = hp.table_width;
+    c.table = hp.page_table;
+    expect_gpu_matches_cpu(c, to_string(g));
+    EXPECT_EQ(first_difference(c.cpu(), d), "") << "CPU TopK of the CPU dense logits is the reference";
+  }
+}
+
+TEST(GpuTopK, TwentyRerunsBitIdentical) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t rows : {int64_t(2), int64_t(400)}) {
+    const LogitsCase c = rows_case(Dist::kZeroPlateau, rows, 40000, 2048, 3);
+    DeviceCase d(c);
+    ASSERT_TRUE(d.run().is_ok());
+    GPU_CHECK(cudaDeviceSynchronize());
+    const HostResults first = d.results(c);
+    EXPECT_EQ(first_difference(c.cpu(), first), "");
+    cudaStream_t stream;
+    GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_TRUE(d.run(i % 2 ? stream : nullptr).is_ok());
+      GPU_CHECK(cudaDeviceSynchronize());
+      ASSERT_EQ(first_difference(first, d.results(c)), "") << "rerun " << i;
+    }
+    GPU_CHECK(cudaStreamDestroy(stream));
+  }
+}
+
+TEST(GpuTopK, GraphReplayWithMutatedWindows) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t rows : {int64_t(3), int64_t(300)}) {
+    LogitsCase c = rows_case(Dist::kGaussian, rows, 30000, 1024, 17);
+    DeviceCase d(c);
+    cudaStream_t stream;
+    GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    GPU_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    const Status st = d.run(stream);
+    GPU_CHECK(cudaStreamEndCapture(stream, &graph));
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    GPU_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < 3; ++replay) {
+      for (int64_t r = 0; r < rows; ++r) {  // new windows within max_context
+        c.start[size_t(r)] = int32_t((r * 131 + replay * 977) % 20000);
+        c.end[size_t(r)] = int32_t(std::min<int64_t>(c.width, c.start[size_t(r)] + 500 + (r * 61 + replay * 4001) % 9000));
+      }
+      if (replay == 2) c.end[0] = int32_t(c.width + 5);  // a failing row under replay
+      GPU_CHECK(cudaMemcpy(d.ws.get(), c.start.data(), c.start.size() * 4, cudaMemcpyHostToDevice));
+      GPU_CHECK(cudaMemcpy(d.we.get(), c.end.data(), c.end.size() * 4, cudaMemcpyHostToDevice));
+      GPU_CHECK(cudaGraphLaunch(exec, stream));
+      GPU_CHECK(cudaStreamSynchronize(stream));
+      EXPECT_EQ(first_difference(c.cpu(), d.results(c)), "") << "replay " << replay;
+    }
+    GPU_CHECK(cudaGraphExecDestroy(exec));
+    GPU_CHECK(cudaGraphDestroy(graph));
+    GPU_CHECK(cudaStreamDestroy(stream));
+  }
+}
+
+}  // namespace
+}  // namespace fit

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (the device tool): configure + build (sm_90a), the whole
+# test suite including the gpu label, compute-sanitizer on the GPU tests, then the
+# benchmarks. Logs and JSON go to $OUT. Needs .deps/ carried (tools/device_deps.sh).
+#   usage: tools/device.sh [test|sanitize|bench]...   (default: test sanitize bench)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/flashindexer_out}
+mkdir -p "$OUT"
+steps=${*:-test sanitize bench}
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv | tee "$OUT/gpu.txt"
+cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHINDEXER_CUDA=ON \
+  -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" -DFLASHINDEXER_GTEST_SOURCE="$PWD/.deps/usr/src/googletest" \
+  > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
+cmake --build build/device -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }
+grep -E "registers|spill" "$OUT/build.log" | sort | uniq -c | head -20
+rc=0
+for step in $steps; do
+  case $step in
+    test)
+      (cd build/device && ctest -j 8 --output-on-failure) > "$OUT/ctest.log" 2>&1 || rc=1
+      grep -E "tests passed|Failed|\*\*\*" "$OUT/ctest.log" | head -30 ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        compute-sanitizer --tool "$tool" --error-exitcode 9 build/device/tests/flashindexer_tests \
+          --gtest_filter='GpuTopK.DecodeRowsSlotsAndRowStatus:GpuTopK.GraphReplayWithMutatedWindows' \
+          > "$OUT/sanitize_$tool.log" 2>&1 || rc=1
+        echo "compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/sanitize_$tool.log" | tail -2 | tr '\n' ' ')"
+      done ;;
+    bench)
+      build/device/flashindexer bench-topk --json > "$OUT/bench_topk.jsonl" 2> "$OUT/bench_topk.err" || rc=1
+      python3 bench/torch_topk_baseline.py >> "$OUT/bench_topk.jsonl" 2>> "$OUT/bench_topk.err" || rc=1
+      python3 bench/summarize.py "$OUT/bench_topk.jsonl" | tee "$OUT/bench_topk.txt" ;;
+  esac
+done
+exit $rc
