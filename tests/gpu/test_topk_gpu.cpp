@@ -219,6 +219,20 @@ TEST(GpuTopK, DenseLogitsOfEveryGenerator) {
   }
 }
 
+// Small cases of both kernels (whole rows, split rows + merge) for compute-sanitizer.
+TEST(GpuTopK, SanitizerSmallCases) {
+  SKIP_WITHOUT_GPU();
+  LogitsCase whole = rows_case(Dist::kSpecials, 270, 3000, 512, 1);
+  whole.page_size = 64;
+  whole.table_width = (whole.width + 63) / 64;
+  whole.num_pages = whole.table_width;
+  for (int64_t i = 0; i < whole.table_width; ++i) whole.table.push_back(int32_t(whole.table_width - 1 - i));
+  expect_gpu_matches_cpu(whole, "whole rows");
+  LogitsCase split = rows_case(Dist::kAscending, 2, 40000, 2048, 2);
+  split.order = OutputOrder::kRank;
+  expect_gpu_matches_cpu(split, "split rows");
+}
+
 TEST(GpuTopK, TwentyRerunsBitIdentical) {
   SKIP_WITHOUT_GPU();
   for (int64_t rows : {int64_t(2), int64_t(400)}) {
