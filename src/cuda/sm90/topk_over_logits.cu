@@ -10,7 +10,7 @@
 //   memory. Split rows write their local top K (unsorted) to the workspace and a
 //   second kernel merges them exactly with the same selector.
 // Grid: x = rows, y = splits. Threads: 512, no specialisation.
-// Shared memory: sizeof(BlockSelectStorage) ~ 62 KiB (dynamic).
+// Shared memory: sizeof(BlockSelectStorage) ~ 90 KiB (dynamic): two CTAs per SM.
 #include <cmath>
 
 #include "../../core/row_window.h"
@@ -21,6 +21,15 @@ namespace flashindexer::sm90 {
 namespace {
 
 constexpr int kUnroll = 4;
+
+__device__ int64_t gcd(int64_t a, int64_t b) {
+  while (b != 0) {
+    const int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
 
 struct RowCheck {
   RowWindow w;
@@ -69,26 +78,31 @@ __device__ bool scan_logits(BlockSelector& sel, const float* row_ptr, int64_t s0
     }
     sel.push_tile(rk, valid);
   }
+  // Tiles of kBlock float4 visited in a permuted order (step coprime with the tile
+  // count): a row sorted along the position costs about as much as a random one.
   const float4* vec = reinterpret_cast<const float4*>(row_ptr + s0 + head);
   const int64_t first = s0 + head;
-  for (int64_t v0 = 0; v0 < nvec; v0 += int64_t(kBlock) * kUnroll) {
+  const int64_t tiles = (nvec + kBlock - 1) / kBlock;
+  int64_t step = tiles > 2 ? (tiles * 5) / 8 + 1 : 1;
+  while (gcd(step, tiles) != 1) ++step;
+  for (int64_t t0 = 0; t0 < tiles; t0 += kUnroll) {
     float4 x[kUnroll];
+    int32_t idx[kUnroll];  // float4 index in the chunk (< 2^29)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t i = v0 + u * kBlock + threadIdx.x;
-      if (i < nvec) x[u] = __ldcs(vec + i);
+      idx[u] = int32_t(t0 + u < tiles ? ((t0 + u) * step) % tiles * kBlock + threadIdx.x : nvec);
+      if (idx[u] < nvec) x[u] = __ldcs(vec + idx[u]);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t i = v0 + u * kBlock + threadIdx.x;
-      const bool ok = i < nvec;
+      const bool ok = idx[u] < nvec;
       const float f[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
       uint64_t rk[4];
       bool valid[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         valid[j] = ok;
-        rk[j] = ok ? rank_key(f[j], int32_t(first + i * 4 + j)) : 0ull;
+        rk[j] = ok ? rank_key(f[j], int32_t(first) + idx[u] * 4 + j) : 0ull;
         nan |= ok && isnan(f[j]);
       }
       sel.push_tile(rk, valid);
@@ -133,7 +147,7 @@ __device__ SplitWorkspace split_workspace(const TopKArgs& a) {
 
 // splits == 1: the whole row, final outputs. splits > 1: one chunk, local top K to the workspace.
 template <bool kWhole>
-__global__ void __launch_bounds__(kBlock) topk_rows_kernel(const TopKArgs a) {
+__global__ void __launch_bounds__(kBlock, 2) topk_rows_kernel(const TopKArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
   auto& st = *reinterpret_cast<BlockSelectStorage*>(smem);
   __shared__ uint32_t scratch;
@@ -164,7 +178,7 @@ __global__ void __launch_bounds__(kBlock) topk_rows_kernel(const TopKArgs a) {
 }
 
 // Exact merge of the splits' local top K of each row.
-__global__ void __launch_bounds__(kBlock) topk_merge_kernel(const TopKArgs a) {
+__global__ void __launch_bounds__(kBlock, 2) topk_merge_kernel(const TopKArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
   auto& st = *reinterpret_cast<BlockSelectStorage*>(smem);
   __shared__ uint32_t scratch;
