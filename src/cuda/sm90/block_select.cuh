@@ -8,7 +8,7 @@
 //   best key with an MSB radix select that starts at the highest bit where the
 //   candidates differ (their common prefix is skipped, so the 2048-bin histogram
 //   spreads), aggregates equal bins per warp (__match_any_sync), and finishes by
-//   direct ranking once the selected bin holds <= kBlock keys. tau rises to the
+//   direct ranking once the selected bin holds <= kSmall (64) keys. tau rises to the
 //   K-th key and exactly K keys are kept (in-place, round by round). Exact and
 //   bounded by construction. finish() sorts the final min(K, n) keys
 //   (cub::BlockRadixSort, by position or by rank).
@@ -33,7 +33,7 @@ inline constexpr int kRounds = kCap / kBlock;         // strided rounds over the
 inline constexpr int kSortItems = kMaxK / kBlock;     // keys per thread in finish()
 inline constexpr int kBins = 2048;
 inline constexpr int kBinsPerThread = kBins / kBlock;
-inline constexpr int kSmall = kBlock;                  // direct ranking below this many keys
+inline constexpr int kSmall = 64;                      // direct ranking (O(n^2)) below this many keys
 
 struct BlockSelectStorage {
   using Scan = cub::BlockScan<uint32_t, kBlock>;
