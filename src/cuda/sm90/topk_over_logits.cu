@@ -11,6 +11,7 @@
 //   second kernel merges them exactly with the same selector.
 // Grid: x = rows, y = splits. Threads: 512, no specialisation.
 // Shared memory: sizeof(BlockSelectStorage) ~ 90 KiB (dynamic): two CTAs per SM.
+#include <atomic>
 #include <cmath>
 
 #include "../../core/row_window.h"
@@ -210,22 +211,37 @@ __global__ void __launch_bounds__(kBlock, 2) topk_merge_kernel(const TopKArgs a)
   write_row(a, row, c.w, c.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
 }
 
+// Raises the kernels' dynamic shared-memory limit once per device (a host-side
+// attribute, not a stream operation: safe during graph capture).
+cudaError_t configure_kernels(size_t smem) {
+  static std::atomic<uint64_t> configured{0};
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if (configured.load(std::memory_order_acquire) & bit) return cudaSuccess;
+  for (const void* f : {reinterpret_cast<const void*>(topk_rows_kernel<true>),
+                        reinterpret_cast<const void*>(topk_rows_kernel<false>),
+                        reinterpret_cast<const void*>(topk_merge_kernel)}) {
+    e = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    if (e != cudaSuccess) return e;
+  }
+  configured.fetch_or(bit, std::memory_order_release);
+  return cudaSuccess;
+}
+
 }  // namespace
 
 cudaError_t topk_over_logits(const TopKArgs& a, cudaStream_t stream) {
   const int64_t rows = a.rows.rows();
   if (rows == 0) return cudaSuccess;
   const size_t smem = sizeof(BlockSelectStorage);
+  cudaError_t e = configure_kernels(smem);
+  if (e != cudaSuccess) return e;
   if (a.splits <= 1) {
-    cudaError_t e = cudaFuncSetAttribute(topk_rows_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-    if (e != cudaSuccess) return e;
     topk_rows_kernel<true><<<dim3(unsigned(rows), 1), kBlock, smem, stream>>>(a);
     return cudaGetLastError();
   }
-  cudaError_t e = cudaFuncSetAttribute(topk_rows_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-  if (e == cudaSuccess)
-    e = cudaFuncSetAttribute(topk_merge_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-  if (e != cudaSuccess) return e;
   topk_rows_kernel<false><<<dim3(unsigned(rows), unsigned(a.splits)), kBlock, smem, stream>>>(a);
   topk_merge_kernel<<<unsigned(rows), kBlock, smem, stream>>>(a);
   return cudaGetLastError();
