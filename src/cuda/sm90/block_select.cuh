@@ -64,30 +64,47 @@ class BlockSelector {
     __syncthreads();
   }
 
-  // Pushes up to 4 keys per thread (valid[i] false = absent). Block-wide call.
+  // Pushes up to 4 rank keys per thread (valid[i] false = absent). Block-wide call.
   __device__ void push_tile(const uint64_t (&rk)[4], const bool (&valid)[4]) {
-    // One barrier per tile. A thread may see a count that misses the previous
-    // tile's appends (at most kTile keys), so compact while two tiles of room remain.
-    if (__syncthreads_or(s_.count > uint32_t(kCap - 2 * kTile))) compact();
+    make_room();
     const uint64_t tau = s_.tau;
-    uint32_t mine = 0;
+    bool pass[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) mine += (valid[i] && rk[i] > tau) ? 1u : 0u;
-    if (__ballot_sync(0xffffffffu, mine != 0) == 0) return;
-    const int lane = threadIdx.x & 31;
-    uint32_t incl = mine;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const uint32_t v = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += v;
-    }
-    const uint32_t total = __shfl_sync(0xffffffffu, incl, 31);
-    uint32_t base = 0;
-    if (lane == 31) base = atomicAdd(&s_.count, total);
-    base = __shfl_sync(0xffffffffu, base, 31) + incl - mine;
+    for (int i = 0; i < 4; ++i) pass[i] = valid[i] && rk[i] > tau;
+    append(pass, [&](int i) { return rk[i]; });
+  }
+
+  // Pushes up to 4 scores per thread as float keys + positions: the rank key is
+  // built only for the few that beat tau (the scan's hot path). Block-wide call.
+  __device__ void push_scores(const uint32_t (&key)[4], const int32_t (&pos)[4], const bool (&valid)[4]) {
+    make_room();
+    const uint64_t tau = s_.tau;
+    const uint32_t tau_hi = uint32_t(tau >> 32), tau_lo = uint32_t(tau);
+    bool pass[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i)
-      if (valid[i] && rk[i] > tau) s_.cand[base++] = rk[i];
+      pass[i] = valid[i] && (key[i] > tau_hi || (key[i] == tau_hi && 0xFFFFFFFFu - uint32_t(pos[i]) > tau_lo));
+    append(pass, [&](int i) { return (uint64_t(key[i]) << 32) | (0xFFFFFFFFu - uint32_t(pos[i])); });
+  }
+
+  // Threshold guess from a sample of the stream: tau := (need-th best sample) - 1.
+  // Only a guess: the caller verifies that at least K keys passed it (reduce() == K)
+  // and otherwise reset()s and streams again without it.
+  __device__ void guess(const uint64_t (&sample)[4], uint32_t need) {
+    const bool all[4] = {true, true, true, true};
+    push_tile(sample, all);
+    __syncthreads();
+    const uint64_t kth = select_kth(s_.count, need);
+    reset(kth - 1);
+  }
+
+  __device__ void reset(uint64_t tau = 0) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      s_.count = 0;
+      s_.tau = tau;
+    }
+    __syncthreads();
   }
 
   // Reduces to the min(K, n) best candidates, unsorted, in candidates()[0, return).
@@ -119,6 +136,33 @@ class BlockSelector {
   }
 
  private:
+  // One barrier per tile. A thread may see a count that misses the previous tile's
+  // appends (at most kTile keys), so compact while two tiles of room remain.
+  __device__ void make_room() {
+    if (__syncthreads_or(s_.count > uint32_t(kCap - 2 * kTile))) compact();
+  }
+
+  // Warp-aggregated append of the passing keys (one shared atomic per warp).
+  template <typename KeyOf>
+  __device__ void append(const bool (&pass)[4], KeyOf&& key_of) {
+    const uint32_t mine = uint32_t(pass[0]) + uint32_t(pass[1]) + uint32_t(pass[2]) + uint32_t(pass[3]);
+    if (__ballot_sync(0xffffffffu, mine != 0) == 0) return;
+    const int lane = threadIdx.x & 31;
+    uint32_t incl = mine;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const uint32_t v = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += v;
+    }
+    const uint32_t total = __shfl_sync(0xffffffffu, incl, 31);
+    uint32_t base = 0;
+    if (lane == 31) base = atomicAdd(&s_.count, total);
+    base = __shfl_sync(0xffffffffu, base, 31) + incl - mine;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (pass[i]) s_.cand[base++] = key_of(i);
+  }
+
   __device__ uint64_t item(uint32_t n, int round) const {
     const uint32_t idx = threadIdx.x + round * kBlock;
     return idx < n ? s_.cand[idx] : 0ull;  // 0: absent (every rank key is > 0)

@@ -23,9 +23,9 @@ namespace {
 
 constexpr int kUnroll = 4;
 
-__device__ int64_t gcd(int64_t a, int64_t b) {
+__device__ int32_t gcd(int32_t a, int32_t b) {
   while (b != 0) {
-    const int64_t t = a % b;
+    const int32_t t = a % b;
     a = b;
     b = t;
   }
@@ -59,7 +59,7 @@ __device__ RowCheck check_row(const TopKArgs& a, int64_t row, uint32_t* scratch)
 }
 
 // Streams logits[s0, s1) of one row into the selector; returns whether any was NaN.
-__device__ bool scan_logits(BlockSelector& sel, const float* row_ptr, int64_t s0, int64_t s1) {
+__device__ bool stream_logits(BlockSelector& sel, const float* row_ptr, int64_t s0, int64_t s1) {
   bool nan = false;
   const int64_t len = s1 - s0;
   const auto addr = reinterpret_cast<uintptr_t>(row_ptr + s0);
@@ -83,33 +83,63 @@ __device__ bool scan_logits(BlockSelector& sel, const float* row_ptr, int64_t s0
   // count): a row sorted along the position costs about as much as a random one.
   const float4* vec = reinterpret_cast<const float4*>(row_ptr + s0 + head);
   const int64_t first = s0 + head;
-  const int64_t tiles = (nvec + kBlock - 1) / kBlock;
-  int64_t step = tiles > 2 ? (tiles * 5) / 8 + 1 : 1;
+  const int32_t tiles = int32_t((nvec + kBlock - 1) / kBlock);  // nvec < 2^29
+  int32_t step = tiles > 2 ? (tiles * 5) / 8 + 1 : 1;
   while (gcd(step, tiles) != 1) ++step;
-  for (int64_t t0 = 0; t0 < tiles; t0 += kUnroll) {
+  int32_t tile = 0;  // visits 0, step, 2 step, ... (mod tiles): each tile once
+  for (int32_t t0 = 0; t0 < tiles; t0 += kUnroll) {
     float4 x[kUnroll];
-    int32_t idx[kUnroll];  // float4 index in the chunk (< 2^29)
+    int32_t idx[kUnroll];  // float4 index in the chunk
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      idx[u] = int32_t(t0 + u < tiles ? ((t0 + u) * step) % tiles * kBlock + threadIdx.x : nvec);
+      idx[u] = t0 + u < tiles ? tile * kBlock + int32_t(threadIdx.x) : int32_t(nvec);
       if (idx[u] < nvec) x[u] = __ldcs(vec + idx[u]);
+      tile += step;
+      if (tile >= tiles) tile -= tiles;
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const bool ok = idx[u] < nvec;
       const float f[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
-      uint64_t rk[4];
+      uint32_t key[4];
+      int32_t pos[4];
       bool valid[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         valid[j] = ok;
-        rk[j] = ok ? rank_key(f[j], int32_t(first) + idx[u] * 4 + j) : 0ull;
-        nan |= ok && isnan(f[j]);
+        key[j] = float_key(f[j]);
+        pos[j] = int32_t(first) + idx[u] * 4 + j;
+        nan |= ok && key[j] == 0u;  // float_key maps every NaN to 0
       }
-      sel.push_tile(rk, valid);
+      sel.push_scores(key, pos, valid);
     }
   }
   return __syncthreads_or(nan);
+}
+
+// Streams logits[s0, s1) with a sampled threshold guess, verified: when fewer than
+// min(K, L) keys beat the guess, streams again without it. Returns whether any was NaN.
+// The guess targets ~2K survivors from the (2K * 2048 / L)-th best of 2048 evenly
+// spaced samples; it is taken only when that rank is >= 8 (a stable estimate).
+__device__ bool scan_logits(BlockSelector& sel, const float* row_ptr, int64_t s0, int64_t s1, int32_t k) {
+  const int64_t len = s1 - s0;
+  const int64_t rank = len > 0 ? 2 * int64_t(k) * kTile / len : 0;
+  const bool guessed = len >= 8192 && rank >= 8;
+  if (guessed) {
+    uint64_t sample[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t p = s0 + (int64_t(threadIdx.x) * 4 + j) * len / kTile;
+      sample[j] = rank_key(row_ptr[p], int32_t(p));
+    }
+    sel.guess(sample, uint32_t(rank));
+  }
+  const bool nan = stream_logits(sel, row_ptr, s0, s1);
+  if (guessed && sel.reduce() < k) {
+    sel.reset();
+    stream_logits(sel, row_ptr, s0, s1);
+  }
+  return nan;
 }
 
 // Writes one row's outputs from a sorted blocked arrangement (n valid entries).
@@ -157,7 +187,7 @@ __global__ void __launch_bounds__(kBlock, 2) topk_rows_kernel(const TopKArgs a) 
   const float* row_ptr = a.logits + row * a.logits_row_stride;
   if constexpr (kWhole) {
     const RowCheck c = check_row(a, row, &scratch);
-    const bool nan = c.w.length() > 0 && scan_logits(sel, row_ptr, c.w.start, c.w.end);
+    const bool nan = c.w.length() > 0 && scan_logits(sel, row_ptr, c.w.start, c.w.end, a.k);
     uint64_t sorted[kSortItems];
     const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted);
     write_row(a, row, c.w, c.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
@@ -166,7 +196,7 @@ __global__ void __launch_bounds__(kBlock, 2) topk_rows_kernel(const TopKArgs a) 
     const int64_t chunk = (w.length() + a.splits - 1) / a.splits;
     const int64_t s0 = w.start + chunk * blockIdx.y;
     const int64_t s1 = s0 + chunk < w.end ? s0 + chunk : w.end;
-    const bool nan = s0 < s1 && scan_logits(sel, row_ptr, s0, s1);
+    const bool nan = s0 < s1 && scan_logits(sel, row_ptr, s0, s1, a.k);
     const int32_t n = sel.reduce();
     const SplitWorkspace ws = split_workspace(a);
     const int64_t slot = row * a.splits + blockIdx.y;
