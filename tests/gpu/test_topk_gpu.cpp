@@ -233,6 +233,21 @@ TEST(GpuTopK, SanitizerSmallCases) {
   expect_gpu_matches_cpu(split, "split rows");
 }
 
+// Spikes exactly where the selector samples its threshold guess: the guess is far
+// too high, fewer than K keys beat it, and the exact fallback must take over.
+TEST(GpuTopK, SampledGuessFallsBackExactly) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t rows : {int64_t(1), int64_t(300)}) {
+    LogitsCase c = rows_case(Dist::kGaussian, rows, 131072, 2048, 23);
+    for (int64_t r = 0; r < rows; ++r) {
+      c.start[size_t(r)] = 0;
+      c.end[size_t(r)] = int32_t(c.width);
+      for (int64_t s = 0; s < c.width; s += 64) c.logits[size_t(r * c.width + s)] = 10.0f + float(s % 977) * 1e-3f;
+    }
+    expect_gpu_matches_cpu(c, "rows " + std::to_string(rows));
+  }
+}
+
 TEST(GpuTopK, TwentyRerunsBitIdentical) {
   SKIP_WITHOUT_GPU();
   for (int64_t rows : {int64_t(2), int64_t(400)}) {
