@@ -5,7 +5,8 @@
 //   row validation, same canonical NaN).
 // Algorithm: one pass over the logits. A CTA streams its window (or its chunk of
 //   the window when the row is split, see heuristics.h) through a BlockSelector
-//   (block_select.cuh): 16-byte streaming loads, 4 float4 in flight per thread,
+//   (block_select.cuh): 16-byte streaming loads, double-buffered (4 float4 in
+//   flight per thread), tiles in a permuted order, a verified sampled threshold,
 //   rank keys filtered against a rising threshold, exact compaction in shared
 //   memory. Split rows write their local top K (unsorted) to the workspace and a
 //   second kernel merges them exactly with the same selector.
@@ -21,7 +22,7 @@
 namespace flashindexer::sm90 {
 namespace {
 
-constexpr int kUnroll = 4;
+constexpr int kUnroll = 2;  // float4 per thread per group; two groups in flight
 
 __device__ int32_t gcd(int32_t a, int32_t b) {
   while (b != 0) {
@@ -87,16 +88,22 @@ __device__ bool stream_logits(BlockSelector& sel, const float* row_ptr, int64_t 
   int32_t step = tiles > 2 ? (tiles * 5) / 8 + 1 : 1;
   while (gcd(step, tiles) != 1) ++step;
   int32_t tile = 0;  // visits 0, step, 2 step, ... (mod tiles): each tile once
-  for (int32_t t0 = 0; t0 < tiles; t0 += kUnroll) {
-    float4 x[kUnroll];
-    int32_t idx[kUnroll];  // float4 index in the chunk
+  // Register double buffering: the next kUnroll tiles are in flight while the
+  // current ones are filtered, so the loads never drain between groups.
+  float4 x[kUnroll], nx[kUnroll];
+  int32_t idx[kUnroll], nidx[kUnroll];
+  auto load = [&](int32_t t0, float4 (&v)[kUnroll], int32_t (&i)[kUnroll]) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      idx[u] = t0 + u < tiles ? tile * kBlock + int32_t(threadIdx.x) : int32_t(nvec);
-      if (idx[u] < nvec) x[u] = __ldcs(vec + idx[u]);
+      i[u] = t0 + u < tiles ? tile * kBlock + int32_t(threadIdx.x) : int32_t(nvec);
+      if (i[u] < nvec) v[u] = __ldcs(vec + i[u]);
       tile += step;
       if (tile >= tiles) tile -= tiles;
     }
+  };
+  if (tiles > 0) load(0, x, idx);
+  for (int32_t t0 = 0; t0 < tiles; t0 += kUnroll) {
+    if (t0 + kUnroll < tiles) load(t0 + kUnroll, nx, nidx);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const bool ok = idx[u] < nvec;
@@ -112,6 +119,11 @@ __device__ bool stream_logits(BlockSelector& sel, const float* row_ptr, int64_t 
         nan |= ok && key[j] == 0u;  // float_key maps every NaN to 0
       }
       sel.push_scores(key, pos, valid);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      x[u] = nx[u];
+      idx[u] = nidx[u];
     }
   }
   return __syncthreads_or(nan);
