@@ -22,6 +22,9 @@
 namespace flashindexer::sm90 {
 namespace {
 
+#ifndef FI_TOPK_MIN_BLOCKS
+#define FI_TOPK_MIN_BLOCKS 2  // CTAs per SM the register budget is sized for
+#endif
 constexpr int kUnroll = 2;  // float4 per thread per group; two groups in flight
 
 __device__ int32_t gcd(int32_t a, int32_t b) {
@@ -190,7 +193,7 @@ __device__ SplitWorkspace split_workspace(const TopKArgs& a) {
 
 // splits == 1: the whole row, final outputs. splits > 1: one chunk, local top K to the workspace.
 template <bool kWhole>
-__global__ void __launch_bounds__(kBlock, 2) topk_rows_kernel(const TopKArgs a) {
+__global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_rows_kernel(const TopKArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
   auto& st = *reinterpret_cast<BlockSelectStorage*>(smem);
   __shared__ uint32_t scratch;
