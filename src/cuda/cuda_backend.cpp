@@ -6,6 +6,7 @@
 // which answer kUnsupported with a reason.
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <mutex>
 #include <string>
 
@@ -82,6 +83,9 @@ class CudaBackend final : public BackendImpl {
 
   Status supports(const IndexerProblem&, Operator op) const override { return not_yet(to_string(op)); }
   Status supports(const TopKProblem& p) const override {
+    if (p.rows.rows() > INT32_MAX)  // one CTA row per grid x index
+      return Status(StatusCode::kUnsupported, "rows: expected <= 2147483647 on sm_90a, got " +
+                                                  std::to_string(p.rows.rows()));
     if (p.k > kTopKMaxK)
       return Status(StatusCode::kUnsupported, "k: expected 1.." + std::to_string(kTopKMaxK) + " on sm_90a, got " +
                                                   std::to_string(p.k));
