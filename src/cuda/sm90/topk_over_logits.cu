@@ -36,13 +36,8 @@ __device__ int32_t gcd(int32_t a, int32_t b) {
   return a;
 }
 
-struct RowCheck {
-  RowWindow w;
-  uint32_t status;
-};
-
 // Window, request and page-table checks; page entries are checked by all threads.
-__device__ RowCheck check_row(const TopKArgs& a, int64_t row, uint32_t* scratch) {
+__device__ RowWindow check_row(const TopKArgs& a, int64_t row, uint32_t* scratch) {
   RowWindow w = resolve_window(a.rows, row);
   if (threadIdx.x == 0) *scratch = 0;
   __syncthreads();
@@ -59,7 +54,7 @@ __device__ RowCheck check_row(const TopKArgs& a, int64_t row, uint32_t* scratch)
     w.status = pages;
     w.start = w.end = 0;
   }
-  return {w, w.status};
+  return w;
 }
 
 // Streams logits[s0, s1) of one row into the selector; returns whether any was NaN.
@@ -201,11 +196,11 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_rows_kernel(c
   BlockSelector sel(st, a.k);
   const float* row_ptr = a.logits + row * a.logits_row_stride;
   if constexpr (kWhole) {
-    const RowCheck c = check_row(a, row, &scratch);
-    const bool nan = c.w.length() > 0 && scan_logits(sel, row_ptr, c.w.start, c.w.end, a.k);
+    const RowWindow w = check_row(a, row, &scratch);
+    const bool nan = w.length() > 0 && scan_logits(sel, row_ptr, w.start, w.end, a.k);
     uint64_t sorted[kSortItems];
     const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted);
-    write_row(a, row, c.w, c.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
+    write_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
   } else {
     const RowWindow w = resolve_window(a.rows, row);
     const int64_t chunk = (w.length() + a.splits - 1) / a.splits;
@@ -230,10 +225,10 @@ __global__ void __launch_bounds__(kBlock, 2) topk_merge_kernel(const TopKArgs a)
   __shared__ uint32_t scratch;
   const int64_t row = blockIdx.x;
   BlockSelector sel(st, a.k);
-  const RowCheck c = check_row(a, row, &scratch);
+  const RowWindow w = check_row(a, row, &scratch);
   const SplitWorkspace ws = split_workspace(a);
   bool nan = false;
-  if (c.status == 0) {
+  if (w.status == 0) {
     for (int s = 0; s < a.splits; ++s) {
       const int64_t slot = row * a.splits + s;
       const int32_t n = int32_t(ws.counts[slot]);
@@ -253,7 +248,7 @@ __global__ void __launch_bounds__(kBlock, 2) topk_merge_kernel(const TopKArgs a)
   }
   uint64_t sorted[kSortItems];
   const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted);
-  write_row(a, row, c.w, c.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
+  write_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
 }
 
 // Raises the kernels' dynamic shared-memory limit once per device (a host-side
