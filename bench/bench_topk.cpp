@@ -12,19 +12,11 @@
 #include <vector>
 
 #include "bench_data.cuh"
+#include "bench_util.h"
 #include "flashindexer/operators.h"
 
 namespace flashindexer::bench {
 namespace {
-
-#define BENCH_CHECK(expr)                                                                      \
-  do {                                                                                         \
-    const cudaError_t e_ = (expr);                                                             \
-    if (e_ != cudaSuccess) {                                                                   \
-      std::fprintf(stderr, "%s: %s\n", #expr, cudaGetErrorString(e_));                         \
-      return 1;                                                                                \
-    }                                                                                          \
-  } while (0)
 
 struct Point {
   const char* name;
@@ -32,29 +24,6 @@ struct Point {
   int32_t k;
   bool all_dists;
 };
-
-// Median of `iters` event-timed runs of f, after `warmup` runs.
-template <typename F>
-float median_ms(F&& f, int warmup, int iters) {
-  cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
-  for (int i = 0; i < warmup; ++i) f();
-  std::vector<float> t;
-  for (int i = 0; i < iters; ++i) {
-    cudaEventRecord(a);
-    f();
-    cudaEventRecord(b);
-    cudaEventSynchronize(b);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, a, b);
-    t.push_back(ms);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
 
 }  // namespace
 
@@ -68,13 +37,9 @@ int bench_topk(const BenchOptions& opt) {
   };
   // Floor: a device-to-device copy (bytes read + written) of 2 GiB.
   const size_t copy_bytes = size_t(1) << 31;
-  void *src = nullptr, *dst = nullptr;
-  BENCH_CHECK(cudaMalloc(&src, copy_bytes));
-  BENCH_CHECK(cudaMalloc(&dst, copy_bytes));
-  const float copy_ms = median_ms([&] { cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice); }, 3, 20);
-  BENCH_CHECK(cudaFree(src));
-  BENCH_CHECK(cudaFree(dst));
-  const double copy_gbps = 2.0 * copy_bytes / (copy_ms * 1e6);
+  const double copy_gbps = copy_floor_gbps(copy_bytes);
+  if (copy_gbps <= 0) return 1;
+  const double copy_ms = 2.0 * copy_bytes / (copy_gbps * 1e6);
   const nlohmann::json base = {{"gpu", prop.name}, {"git", opt.git}, {"sms", prop.multiProcessorCount}};
   {
     nlohmann::json j = base;

@@ -1,4 +1,4 @@
-// flashindexer bench-topk (CUDA builds only).
+// flashindexer bench / bench-topk (CUDA builds only).
 #pragma once
 
 #include <string>
@@ -10,8 +10,10 @@ struct BenchOptions {
   std::string only;  // a point name, or all
   std::string git;
   bool json = true;
+  bool full = false;  // bench: the whole grid of the scorer issue
 };
 
 int bench_topk(const BenchOptions& opt);
+int bench_score(const BenchOptions& opt);
 
 }  // namespace flashindexer::bench

@@ -1,11 +1,27 @@
 #!/usr/bin/env python3
-"""Summarizes bench JSON lines: ours vs torch.topk and vs the copy floor, per point."""
+"""Summarizes bench JSON lines: TopK (ours vs torch.topk and the copy floor) and the
+scorer (ours vs the FP8 tensor floor and the copy floor), per point."""
 import json
 import sys
 
 
+def scorer(recs):
+    floors = next((r for r in recs if r.get("op") == "floors"), None)
+    if floors:
+        print(f"floors: copy {floors['copy_gbps']:.0f} GB/s, FP8 GEMM {floors['fp8_gemm_tflops']:.0f} TFLOP/s,"
+              f" {floors['gpu']}, git {floors['git']}")
+    print(f"{'point':34} {'ms':>9} {'TFLOP/s':>8} {'% tensor':>9} {'key GB/s':>9} {'% copy':>7}")
+    for r in recs:
+        if r.get("op") != "dense_logits":
+            continue
+        print(f"{r['point']:34} {r['time_ms']:>9.4f} {r['tflops']:>8.0f} {r['pct_tensor_floor']:>9.1f}"
+              f" {r['key_gbps']:>9.0f} {r['pct_copy_bw_keys']:>7.1f}")
+
+
 def main(path):
     recs = [json.loads(line) for line in open(path) if line.strip().startswith("{")]
+    if any(r.get("op") == "dense_logits" for r in recs):
+        return scorer(recs)
     floor = next((r for r in recs if r.get("op") == "copy_floor"), None)
     if floor:
         print(f"copy floor: {floor['gbps']:.0f} GB/s (read+write), {floor['gpu']}, git {floor['git']}")

@@ -2,12 +2,12 @@
 # Runs on the GPU machine (the device tool): configure + build (sm_90a), the whole
 # test suite including the gpu label, compute-sanitizer on the GPU tests, then the
 # benchmarks. Logs and JSON go to $OUT. Needs .deps/ carried (tools/device_deps.sh).
-#   usage: tools/device.sh [test|sanitize|bench]...   (default: test sanitize bench)
+#   usage: tools/device.sh [test|sanitize|bench|score]...   (default: test sanitize bench score)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/flashindexer_out}
 mkdir -p "$OUT"
-steps=${*:-test sanitize bench}
+steps=${*:-test sanitize bench score}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv | tee "$OUT/gpu.txt"
 cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHINDEXER_CUDA=ON \
   -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" -DFLASHINDEXER_GTEST_SOURCE="$PWD/.deps/usr/src/googletest" \
@@ -23,7 +23,7 @@ for step in $steps; do
     sanitize)
       for tool in memcheck racecheck; do
         compute-sanitizer --tool "$tool" --error-exitcode 9 build/device/tests/flashindexer_tests \
-          --gtest_filter='GpuTopK.SanitizerSmallCases' \
+          --gtest_filter='GpuTopK.SanitizerSmallCases:GpuScorer.SanitizerSmallCases' \
           > "$OUT/sanitize_$tool.log" 2>&1 || rc=1
         echo "compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/sanitize_$tool.log" | tail -2 | tr '\n' ' ')"
       done ;;
@@ -31,6 +31,10 @@ for step in $steps; do
       build/device/flashindexer bench-topk --json > "$OUT/bench_topk.jsonl" 2> "$OUT/bench_topk.err" || rc=1
       python3 bench/torch_topk_baseline.py >> "$OUT/bench_topk.jsonl" 2>> "$OUT/bench_topk.err" || rc=1
       python3 bench/summarize.py "$OUT/bench_topk.jsonl" | tee "$OUT/bench_topk.txt" ;;
+    score)
+      build/device/flashindexer bench --json ${SCORE_ARGS:-} > "$OUT/bench_score.jsonl" 2> "$OUT/bench_score.err" || rc=1
+      tail -3 "$OUT/bench_score.err"
+      python3 bench/summarize.py "$OUT/bench_score.jsonl" | tee "$OUT/bench_score.txt" ;;
   esac
 done
 exit $rc

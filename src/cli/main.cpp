@@ -201,6 +201,11 @@ int main(int argc, char** argv) {
   bench_topk->add_option("--iters", bench.iters, "timed iterations (median)")->capture_default_str();
   bench_topk->add_option("--only", bench.only, "one point by name");
   bench_topk->add_flag("--json", bench.json, "JSON lines (the only output format)");
+  CLI::App* bench_score = app.add_subcommand("bench", "GPU: dense-logits scorer vs the FP8 GEMM and copy floors");
+  bench_score->add_option("--iters", bench.iters, "timed iterations (median)")->capture_default_str();
+  bench_score->add_option("--only", bench.only, "one point by name");
+  bench_score->add_flag("--full", bench.full, "every prefill context and decode point of the scorer issue");
+  bench_score->add_flag("--json", bench.json, "JSON lines (the only output format)");
 #endif
 
   CLI11_PARSE(app, argc, argv);
@@ -208,6 +213,7 @@ int main(int argc, char** argv) {
   if (*info) return cmd_info();
 #if defined(FLASHINDEXER_WITH_CUDA)
   if (*bench_topk) return flashindexer::bench::bench_topk(bench);
+  if (*bench_score) return flashindexer::bench::bench_score(bench);
 #endif
   return cmd_run(o);  // `run` is also the default
 }

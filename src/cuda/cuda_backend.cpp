@@ -2,8 +2,8 @@
 //
 // Device discovery, the pointer check used by Backend::kAuto, launch planning
 // (heuristics.h) and the calls into the sm_90a kernels (src/cuda/sm90/).
-// Implemented: TopK over logits. Not yet: dense logits and the fused operator,
-// which answer kUnsupported with a reason.
+// Implemented: dense logits (paged_scorer.cuh) and TopK over logits. Not yet: the
+// fused operator, which answers kUnsupported with a reason.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -13,6 +13,7 @@
 #include "../core/backend.h"
 #include "heuristics.h"
 #include "sm90/arch_probe.h"
+#include "sm90/dense_logits.h"
 #include "sm90/topk_over_logits.h"
 
 namespace flashindexer {
@@ -81,7 +82,20 @@ class CudaBackend final : public BackendImpl {
     return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
   }
 
-  Status supports(const IndexerProblem&, Operator op) const override { return not_yet(to_string(op)); }
+  Status supports(const IndexerProblem& p, Operator op) const override {
+    if (op != Operator::kDenseLogits) return not_yet(to_string(op));
+    if (p.cache.pages.page_size % kScorerTile != 0)
+      return Status(StatusCode::kUnsupported, "cache.pages.page_size: expected a multiple of 64 on sm_90a, got " +
+                                                  std::to_string(p.cache.pages.page_size));
+    const ScorerPlan plan = scorer_plan(p);
+    if (!sm90::dense_logits_instantiated(p.cache.format, p.queries.num_heads, plan.rows_per_group))
+      return Status(StatusCode::kUnsupported, "queries.num_heads: expected 32 or 64 on sm_90a, got " +
+                                                  std::to_string(p.queries.num_heads));
+    if (plan.ctas() > INT32_MAX)
+      return Status(StatusCode::kUnsupported, "rows x splits: expected <= 2147483647 CTAs on sm_90a, got " +
+                                                  std::to_string(plan.ctas()));
+    return Status::ok();
+  }
   Status supports(const TopKProblem& p) const override {
     if (p.rows.rows() > INT32_MAX)  // one CTA row per grid x index
       return Status(StatusCode::kUnsupported, "rows: expected <= 2147483647 on sm_90a, got " +
@@ -96,8 +110,9 @@ class CudaBackend final : public BackendImpl {
     return plan_topk(p.rows.rows(), p.rows.max_context, p.k, device().num_sms).workspace_bytes;
   }
 
-  Status dense_logits(const IndexerProblem&, const LogitsOutput&, const Launch&) const override {
-    return not_yet("dense_logits");
+  Status dense_logits(const IndexerProblem& p, const LogitsOutput& out, const Launch& l) const override {
+    const sm90::DenseLogitsArgs args{&p, out, scorer_plan(p)};
+    return launch_status(sm90::dense_logits(args, static_cast<cudaStream_t>(l.stream)), "dense_logits");
   }
   Status topk_over_logits(const TopKProblem& p, const TopKOutputs& out, const Launch& l) const override {
     const TopKPlan plan = plan_topk(p.rows.rows(), p.rows.max_context, p.k, device().num_sms);
@@ -110,6 +125,10 @@ class CudaBackend final : public BackendImpl {
   }
 
  private:
+  ScorerPlan scorer_plan(const IndexerProblem& p) const {
+    return plan_scorer(p.rows.form == RowForm::kDecode, p.rows.rows(), p.rows.next_n, p.rows.num_requests,
+                       p.queries.num_heads, p.rows.max_context, device().num_sms);
+  }
   const Device& device() const {
     std::call_once(once_, [this] { device_ = discover(); });
     return device_;

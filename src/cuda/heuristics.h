@@ -32,4 +32,44 @@ inline TopKPlan plan_topk(int64_t rows, int64_t max_context, int32_t k, int num_
   return plan;
 }
 
+// Scoring (dense logits, and the fused operator's scoring core): rows form groups that
+// share the key tiles of one request (ragged: R = 256 / H consecutive rows, so that the
+// WGMMA N = R * H = 256; decode: the next_n rows of one request, R = next_n rounded up to
+// a power of two); each group's positions split over CTAs when the groups alone would
+// not fill the GPU twice over, every split at least kScorerMinChunk positions.
+inline constexpr int64_t kScorerTile = 64;
+inline constexpr int64_t kScorerMinChunk = 2048;
+
+struct ScorerPlan {
+  int32_t rows_per_group = 1;  // R (a template parameter of the kernel)
+  int32_t group_stride = 1;    // rows between the first rows of consecutive groups
+  int64_t groups = 0;
+  int32_t splits = 1;          // CTAs per group
+  int64_t chunk = kScorerTile; // positions per split, a multiple of kScorerTile
+  int64_t ctas() const { return groups * splits; }
+};
+
+inline ScorerPlan plan_scorer(bool decode, int64_t rows, int32_t next_n, int32_t num_requests, int32_t heads,
+                              int64_t max_context, int num_sms) {
+  ScorerPlan plan;
+  if (decode) {
+    plan.rows_per_group = next_n <= 1 ? 1 : next_n <= 2 ? 2 : 4;
+    plan.group_stride = std::max(next_n, 1);
+    plan.groups = num_requests;
+  } else {
+    plan.rows_per_group = heads > 0 ? 256 / heads : 1;
+    plan.group_stride = plan.rows_per_group;
+    plan.groups = (rows + plan.rows_per_group - 1) / plan.rows_per_group;
+  }
+  if (plan.groups <= 0 || max_context <= 0) return plan;
+  const int64_t target = 2 * int64_t(std::max(num_sms, 1));
+  const int64_t by_groups = (target + plan.groups - 1) / plan.groups;
+  const int64_t by_width = std::max<int64_t>(1, max_context / kScorerMinChunk);
+  const int64_t splits = std::clamp<int64_t>(std::min(by_groups, by_width), 1, 1 << 16);
+  const int64_t per = (max_context + splits - 1) / splits;
+  plan.chunk = (per + kScorerTile - 1) / kScorerTile * kScorerTile;
+  plan.splits = int32_t((max_context + plan.chunk - 1) / plan.chunk);
+  return plan;
+}
+
 }  // namespace flashindexer::cuda

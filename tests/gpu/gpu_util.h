@@ -29,7 +29,11 @@ struct DeviceVector {
   size_t n = 0;
   DeviceVector() = default;
   explicit DeviceVector(const std::vector<T>& host) { assign(host); }
-  DeviceVector(size_t count, unsigned char poison) : n(count) {
+  DeviceVector(size_t count, unsigned char poison) { fill(count, poison); }
+  // (Re)allocates `count` elements, every byte set to `poison`.
+  void fill(size_t count, unsigned char poison) {
+    cudaFree(ptr);
+    n = count;
     if (cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T)) != cudaSuccess) ptr = nullptr;
     if (ptr) cudaMemset(ptr, poison, std::max<size_t>(n, 1) * sizeof(T));
   }
@@ -51,5 +55,49 @@ struct DeviceVector {
   }
   T* get() const { return n ? ptr : nullptr; }
 };
+
+// Device copies of a HostProblem's buffers; view() is the IndexerProblem over them.
+// extra_pages > 0 places every page `extra_pages` pages further into a larger pool
+// (pools beyond 4 GiB) and shifts the page table to match.
+struct DeviceProblem {
+  DeviceVector<uint8_t> pool, q, q_scale, weights;
+  DeviceVector<int32_t> table, row_batch, window_start, window_end, context_lens;
+  IndexerProblem p;
+
+  explicit DeviceProblem(const HostProblem& h, int64_t extra_pages = 0)
+      : q(h.q), q_scale(h.q_scale), weights(h.weights), row_batch(h.row_batch), window_start(h.window_start),
+        window_end(h.window_end), context_lens(h.context_lens) {
+    p = h.view();
+    std::vector<int32_t> t = h.page_table;
+    for (int32_t& e : t) e += int32_t(extra_pages);
+    table.assign(t);
+    if (extra_pages == 0) {
+      pool.assign(h.pool);
+    } else {
+      const size_t bytes = size_t(h.num_pages + extra_pages) * size_t(h.page_stride);
+      pool.fill(bytes, 0);
+      if (pool.ptr)
+        cudaMemcpy(pool.ptr + size_t(extra_pages) * size_t(h.page_stride), h.pool.data(), h.pool.size(),
+                   cudaMemcpyHostToDevice);
+      p.cache.pages.num_pages = h.num_pages + extra_pages;
+    }
+    p.cache.pool = pool.get();
+    p.cache.pages.table = h.page_table.empty() ? nullptr : table.get();
+    p.queries.q = q.get();
+    p.queries.q_scale = h.q_scale.empty() ? nullptr : q_scale.get();
+    p.queries.weights = weights.get();
+    p.rows.row_batch = row_batch.get();
+    p.rows.window_start = window_start.get();
+    p.rows.window_end = window_end.get();
+    p.rows.context_lens = context_lens.get();
+  }
+};
+
+inline Launch gpu_launch(cudaStream_t stream = nullptr) {
+  Launch l;
+  l.backend = Backend::kCuda;
+  l.stream = stream;
+  return l;
+}
 
 }  // namespace fit

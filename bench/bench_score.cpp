@@ -1,0 +1,209 @@
+// flashindexer bench: the dense-logits scorer on the GPU against the floors measured
+// in the same run (FP8 GEMM through cuBLASLt for prefill, device copy for decode).
+// One JSON line per point; each carries the command that reproduces it.
+//
+// Inputs: one request's keys and queries come from the synthetic generator (the
+// preset's format, H, page size); decode batches replicate that request's pages
+// into B distinct physical copies, so every request reads its own bytes.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench_topk.h"
+#include "bench_util.h"
+#include "flashindexer/host_problem.h"
+#include "flashindexer/operators.h"
+
+namespace flashindexer::bench {
+namespace {
+
+struct ScorePoint {
+  std::string preset;
+  bool decode;
+  int64_t rows_or_batch;
+  int32_t next_n;
+  int64_t context;
+  std::string name() const {
+    return preset + (decode ? "_decode_b" + std::to_string(rows_or_batch) + "_n" + std::to_string(next_n)
+                            : "_prefill_" + std::to_string(rows_or_batch)) +
+           "_c" + std::to_string(context);
+  }
+};
+
+template <typename T>
+T* upload(const std::vector<T>& v) {
+  T* p = nullptr;
+  if (cudaMalloc(&p, std::max<size_t>(v.size(), 1) * sizeof(T)) != cudaSuccess) return nullptr;
+  if (!v.empty()) cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
+  return p;
+}
+
+struct DeviceBuffers {
+  std::vector<void*> ptrs;
+  template <typename T>
+  T* add(T* p) {
+    ptrs.push_back(p);
+    return p;
+  }
+  ~DeviceBuffers() {
+    for (void* p : ptrs) cudaFree(p);
+  }
+};
+
+int run_point(const ScorePoint& pt, const BenchOptions& opt, const nlohmann::json& base, double gemm_tflops,
+              double copy_gbps) {
+  SyntheticSpec s;
+  if (!apply_preset(pt.preset, &s)) {
+    std::fprintf(stderr, "unknown preset %s\n", pt.preset.c_str());
+    return 1;
+  }
+  s.context = pt.context;
+  s.seed = 7;
+  if (pt.decode) {
+    s.form = RowForm::kDecode;
+    s.requests = 1;
+    s.next_n = pt.next_n;
+  } else {
+    s.rows = pt.rows_or_batch;
+    s.requests = 1;
+  }
+  HostProblem h;
+  if (Status st = make_synthetic(s, &h); !st.is_ok()) {
+    std::fprintf(stderr, "%s\n", st.to_string().c_str());
+    return 1;
+  }
+  DeviceBuffers mem;
+  IndexerProblem p = h.view();
+  const int64_t copies = pt.decode ? pt.rows_or_batch : 1;
+  // Pool: `copies` physical copies of the request's pages; table row b points at copy b.
+  uint8_t* pool = nullptr;
+  BENCH_CHECK(cudaMalloc(&pool, size_t(copies) * h.pool.size()));
+  mem.add(pool);
+  for (int64_t c = 0; c < copies; ++c)
+    BENCH_CHECK(cudaMemcpy(pool + size_t(c) * h.pool.size(), h.pool.data(), h.pool.size(), cudaMemcpyHostToDevice));
+  std::vector<int32_t> table;
+  for (int64_t c = 0; c < copies; ++c)
+    for (int32_t e : h.page_table) table.push_back(e + int32_t(c * h.num_pages));
+  p.cache.pool = pool;
+  p.cache.pages.num_pages = h.num_pages * copies;
+  p.cache.pages.table = mem.add(upload(table));
+  if (pt.decode) {
+    // Every query row of the batch reuses the generated request's queries.
+    std::vector<uint8_t> q, qs, w;
+    for (int64_t c = 0; c < copies; ++c) {
+      q.insert(q.end(), h.q.begin(), h.q.end());
+      qs.insert(qs.end(), h.q_scale.begin(), h.q_scale.end());
+      w.insert(w.end(), h.weights.begin(), h.weights.end());
+    }
+    p.queries.q = mem.add(upload(q));
+    p.queries.q_scale = h.q_scale.empty() ? nullptr : mem.add(upload(qs));
+    p.queries.weights = mem.add(upload(w));
+    p.rows.num_requests = int32_t(copies);
+    p.rows.context_lens = mem.add(upload(std::vector<int32_t>(size_t(copies), int32_t(pt.context))));
+  } else {
+    p.queries.q = mem.add(upload(h.q));
+    p.queries.q_scale = h.q_scale.empty() ? nullptr : mem.add(upload(h.q_scale));
+    p.queries.weights = mem.add(upload(h.weights));
+    p.rows.row_batch = mem.add(upload(h.row_batch));
+    p.rows.window_start = mem.add(upload(h.window_start));
+    p.rows.window_end = mem.add(upload(h.window_end));
+  }
+  const int64_t rows = p.rows.rows();
+  float* logits = nullptr;
+  BENCH_CHECK(cudaMalloc(&logits, size_t(rows) * size_t(pt.context) * 4));
+  mem.add(logits);
+  uint32_t* status = nullptr;
+  BENCH_CHECK(cudaMalloc(&status, size_t(rows) * 4));
+  mem.add(status);
+  const LogitsOutput out{logits, pt.context, status};
+  Launch l;
+  l.backend = Backend::kCuda;
+  Status run_status;
+  const float ms = median_ms([&] { run_status = dense_logits(p, out, l); }, 3, opt.iters);
+  BENCH_CHECK(cudaDeviceSynchronize());
+  if (!run_status.is_ok()) {
+    std::fprintf(stderr, "%s\n", run_status.to_string().c_str());
+    return 1;
+  }
+  // Work: every scored cell costs 2 H D flops; every request's keys are read once.
+  double cells = 0, key_bytes = 0;
+  const int64_t tok_bytes = value_bytes_per_token(h.format) + scale_bytes_per_token(h.format);
+  if (pt.decode) {
+    for (int32_t n = 0; n < pt.next_n; ++n) cells += double(copies) * double(std::max<int64_t>(0, pt.context - n));
+    key_bytes = double(copies) * double(pt.context) * double(tok_bytes);
+  } else {
+    for (size_t r = 0; r < h.window_end.size(); ++r) cells += double(h.window_end[r] - h.window_start[r]);
+    key_bytes = double(pt.context) * double(tok_bytes);
+  }
+  const double flops = 2.0 * h.num_heads * kHeadDim * cells;
+  const double logits_bytes = double(rows) * double(pt.context) * 4;
+  nlohmann::json j = base;
+  j["op"] = "dense_logits";
+  j["impl"] = "flashindexer";
+  j["point"] = pt.name();
+  j["preset"] = pt.preset;
+  j["format"] = h.format == CacheFormat::kMxfp4 ? "mxfp4" : "fp8_e4m3";
+  j["heads"] = h.num_heads;
+  j["rows"] = rows;
+  j["context"] = pt.context;
+  j["next_n"] = pt.decode ? pt.next_n : 0;
+  j["time_ms"] = ms;
+  j["tflops"] = flops / (ms * 1e9);
+  j["key_gbps"] = key_bytes / (ms * 1e6);
+  j["tensor_floor_ms"] = flops / (gemm_tflops * 1e9);
+  j["key_read_floor_ms"] = key_bytes / (copy_gbps * 1e6);
+  j["logits_write_floor_ms"] = logits_bytes / (copy_gbps * 1e6);
+  j["pct_tensor_floor"] = 100.0 * (flops / (gemm_tflops * 1e9)) / ms;
+  j["pct_copy_bw_keys"] = 100.0 * (key_bytes / (copy_gbps * 1e6)) / ms;
+  j["l2_resident_keys"] = key_bytes < 50e6;
+  j["command"] = "flashindexer bench --json --only " + pt.name();
+  std::printf("%s\n", j.dump().c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+int bench_score(const BenchOptions& opt) {
+  cudaDeviceProp prop{};
+  BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const double copy_gbps = copy_floor_gbps();
+  const double gemm_tflops = fp8_gemm_floor_tflops();
+  if (copy_gbps <= 0 || gemm_tflops <= 0) {
+    std::fprintf(stderr, "floor measurement failed (copy %.1f GB/s, fp8 gemm %.1f TFLOP/s)\n", copy_gbps, gemm_tflops);
+    return 1;
+  }
+  const nlohmann::json base = {{"gpu", prop.name}, {"git", opt.git}, {"sms", prop.multiProcessorCount}};
+  {
+    nlohmann::json j = base;
+    j["op"] = "floors";
+    j["copy_gbps"] = copy_gbps;
+    j["fp8_gemm_tflops"] = gemm_tflops;
+    j["fp8_gemm_shape"] = "8192^3 e4m3 -> bf16, cuBLASLt";
+    std::printf("%s\n", j.dump().c_str());
+  }
+  std::vector<ScorePoint> points;
+  for (const char* preset : {"v32", "v4-pro"}) {
+    points.push_back({preset, false, 8192, 1, 65536});
+    if (opt.full) {
+      for (int64_t c : {131072, 196608, 262144}) points.push_back({preset, false, 8192, 1, c});
+    }
+    for (int64_t b : {1, 64}) points.push_back({preset, true, b, 1, 65536});
+    if (opt.full) {
+      for (int64_t b : {1, 8, 32, 64, 128})
+        for (int32_t n : {1, 2})
+          for (int64_t c : {8192, 32768, 131072, 262144}) points.push_back({preset, true, b, n, c});
+    }
+  }
+  for (const ScorePoint& pt : points) {
+    if (!opt.only.empty() && opt.only != pt.name()) continue;
+    if (int rc = run_point(pt, opt, base, gemm_tflops, copy_gbps); rc != 0) return rc;
+  }
+  return 0;
+}
+
+}  // namespace flashindexer::bench

@@ -1,0 +1,51 @@
+// flashindexer benchmarks: event timing and the floors measured in the same run.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+namespace flashindexer::bench {
+
+#define BENCH_CHECK(expr)                                                                      \
+  do {                                                                                         \
+    const cudaError_t e_ = (expr);                                                             \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s: %s\n", #expr, cudaGetErrorString(e_));                         \
+      return 1;                                                                                \
+    }                                                                                          \
+  } while (0)
+
+// Median of `iters` event-timed runs of f, after `warmup` runs.
+template <typename F>
+float median_ms(F&& f, int warmup, int iters) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  for (int i = 0; i < warmup; ++i) f();
+  std::vector<float> t;
+  for (int i = 0; i < iters; ++i) {
+    cudaEventRecord(a);
+    f();
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    t.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// Device-to-device copy bandwidth (bytes read + written), GB/s; < 0 on error.
+double copy_floor_gbps(size_t bytes = size_t(1) << 31);
+
+// FP8 e4m3 GEMM rate through cuBLASLt (m = n = k = `size`, fp32 accumulate), TFLOP/s;
+// < 0 on error.
+double fp8_gemm_floor_tflops(int size = 8192);
+
+}  // namespace flashindexer::bench

@@ -1,0 +1,139 @@
+// flashindexer sm_90a: the dense-logits operator (CONTRACT §1, §4, §5).
+//
+// Purpose: logits[r, s] for every row and every s < max_context: the score inside the
+//   row's window, -inf outside it and for failed rows; status[r] (validation bits and
+//   kHasNaN). The scoring is paged_scorer.cuh; this file adds the logits sink, the -inf
+//   fill of each CTA's position range and the status write.
+// Grid: one CTA per (group, split), groups in reverse order (causal prefill: the longest
+//   rows first). 384 threads, dynamic shared memory scorer_smem_bytes<N>().
+#include "dense_logits.h"
+#include "paged_scorer.cuh"
+
+namespace flashindexer::sm90 {
+namespace {
+
+struct LogitsSink {
+  float* logits;
+  int64_t row_stride;
+  __device__ void put(int64_t row, int64_t pos, float v) const { logits[row * row_stride + pos] = v; }
+};
+
+// Register split for N = 256: 128 x 88 + 256 x 208 <= 65536 (no spills at two tiles in flight).
+constexpr int kProducerRegs = 88;
+constexpr int kConsumerRegs = 208;
+
+template <int kN>
+__device__ ScorerSmem<kN>& carve(uint8_t* raw) {
+  const uintptr_t p = (reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023);
+  return *reinterpret_cast<ScorerSmem<kN>*>(p);
+}
+
+template <CacheFormat kFormat, int kHeads, int kRows>
+__global__ void __launch_bounds__(kScorerThreads, 1)
+    dense_logits_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ LogitsOutput out) {
+  using Core = PagedScorer<kFormat, kHeads, kRows>;
+  extern __shared__ uint8_t smem_raw[];
+  auto& sm = carve<Core::kN>(smem_raw);
+  const int64_t cta = blockIdx.x;
+  const int64_t group = a.g.groups - 1 - cta / a.g.splits;
+  const int64_t c0 = (cta % a.g.splits) * a.g.chunk;
+  const int64_t c1 = min(c0 + a.g.chunk, a.rows.max_context);
+  Core::setup(a, sm, group, c0, c1);
+
+  // -inf for every position of [c0, c1) outside each row's window (all of it for a failed row).
+  const float kNegInf = -__int_as_float(0x7F800000);
+  for (int r = 0; r < kRows; ++r) {
+    const GroupRow gr = sm.rows[r];
+    if (gr.row < 0) continue;
+    float* dst = out.logits + gr.row * out.row_stride;
+    const bool scored = gr.end > gr.start;
+    const int64_t lo = scored ? min(max(c0, int64_t(gr.start)), c1) : c1;  // [c0, lo): -inf
+    const int64_t hi = scored ? max(min(c1, int64_t(gr.end)), lo) : c1;    // [hi, c1): -inf
+    for (int64_t s = c0 + threadIdx.x; s < lo; s += kScorerThreads) dst[s] = kNegInf;
+    for (int64_t s = hi + threadIdx.x; s < c1; s += kScorerThreads) dst[s] = kNegInf;
+  }
+
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    if constexpr (Core::kN == 256) ptx::regs_dealloc<kProducerRegs>();
+    Core::produce(a, sm);
+  } else {
+    if constexpr (Core::kN == 256) ptx::regs_alloc<kConsumerRegs>();
+    LogitsSink sink{out.logits, out.row_stride};
+    Core::consume(sm, wg - 1, sink);
+    ptx::named_barrier(1, 256);
+    if (threadIdx.x == 128 && out.status != nullptr) {
+      for (int r = 0; r < kRows; ++r) {
+        const GroupRow gr = sm.rows[r];
+        if (gr.row < 0) continue;
+        const uint32_t bits = gr.status | (gr.nan ? row_status::kHasNaN : 0u);
+        if (a.g.splits == 1) {
+          out.status[gr.row] = bits;
+        } else if (bits != 0) {
+          atomicOr(out.status + gr.row, bits);
+        }
+      }
+    }
+  }
+}
+
+template <CacheFormat kFormat, int kHeads, int kRows>
+cudaError_t launch(const ScorerArgs& a, const LogitsOutput& out, cudaStream_t stream) {
+  constexpr int kN = kHeads * kRows;
+  constexpr size_t kSmem = scorer_smem_bytes<kN>();
+  auto kernel = dense_logits_kernel<kFormat, kHeads, kRows>;
+  // Raising the dynamic shared-memory limit is a per-function attribute; setting it on
+  // every call is cheap and keeps the path free of static state.
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem));
+      e != cudaSuccess)
+    return e;
+  kernel<<<dim3(unsigned(a.g.ctas())), kScorerThreads, kSmem, stream>>>(a, out);
+  return cudaGetLastError();
+}
+
+template <CacheFormat kFormat, int kHeads>
+cudaError_t launch_rows(const ScorerArgs& a, const LogitsOutput& out, cudaStream_t stream) {
+  switch (a.g.rows_per_group) {
+    case 1: return launch<kFormat, kHeads, 1>(a, out, stream);
+    case 2: return launch<kFormat, kHeads, 2>(a, out, stream);
+    case 4: return launch<kFormat, kHeads, 4>(a, out, stream);
+    case 8:
+      if constexpr (kHeads == 32) return launch<kFormat, kHeads, 8>(a, out, stream);
+      [[fallthrough]];
+    default: return cudaErrorInvalidConfiguration;
+  }
+}
+
+template <CacheFormat kFormat>
+cudaError_t launch_heads(const ScorerArgs& a, const LogitsOutput& out, cudaStream_t stream) {
+  return a.queries.num_heads == 64 ? launch_rows<kFormat, 64>(a, out, stream)
+                                   : launch_rows<kFormat, 32>(a, out, stream);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+bool dense_logits_instantiated(CacheFormat, int32_t heads, int32_t rows_per_group) {
+  if (heads != 32 && heads != 64) return false;
+  return rows_per_group == 1 || rows_per_group == 2 || rows_per_group == 4 || (rows_per_group == 8 && heads == 32);
+}
+
+cudaError_t dense_logits(const DenseLogitsArgs& args, cudaStream_t stream) {
+  const IndexerProblem& p = *args.problem;
+  const int64_t rows = p.rows.rows();
+  if (args.out.status != nullptr && args.plan.splits > 1 && rows > 0)
+    if (cudaError_t e = cudaMemsetAsync(args.out.status, 0, size_t(rows) * sizeof(uint32_t), stream); e != cudaSuccess)
+      return e;
+  if (args.plan.ctas() == 0) return cudaSuccess;
+  ScorerArgs a;
+  a.cache = p.cache;
+  a.queries = p.queries;
+  a.rows = p.rows;
+  a.g = args.plan;
+  a.q_vec16 = aligned16(p.queries.q) && p.queries.q_row_stride % 16 == 0 && p.queries.q_head_stride % 16 == 0;
+  return p.cache.format == CacheFormat::kMxfp4 ? launch_heads<CacheFormat::kMxfp4>(a, args.out, stream)
+                                               : launch_heads<CacheFormat::kFp8E4M3>(a, args.out, stream);
+}
+
+}  // namespace flashindexer::sm90

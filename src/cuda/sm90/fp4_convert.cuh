@@ -1,0 +1,79 @@
+// flashindexer sm_90a: MXFP4 (E2M1 + UE8M0 per 32 elements) to E5M2 on chip.
+//
+// Hopper has no FP4 MMA. A vector of D = 128 E2M1 values with four block exponents
+// e_j is rewritten as E5M2 values e2m1 * 2^(e_j - e_max) times one scale
+// 2^(e_max - 127) (REFERENCE §4). E5M2 holds every such value exactly while
+// e_max - e_j <= 15; beyond that the smallest values round (to nearest even).
+// Fast path (t = e_max - e_j <= 13, all results normal): a byte permute through an
+// 8-entry table of E5M2 magnitudes with the shift folded into the table, and a second
+// permute for the signs: 6 integer ops per 4 elements. Slower exact path otherwise.
+#pragma once
+
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+namespace flashindexer::sm90 {
+
+// 2^(e - 127) for a UE8M0 byte; 0xFF is NaN (OCP MX).
+__device__ __forceinline__ float ue8m0_value(uint32_t e) {
+  if (e == 0xFF) return __int_as_float(0x7FC00000);
+  if (e == 0) return __int_as_float(0x00400000);  // 2^-127, subnormal
+  return __int_as_float(int(e << 23));
+}
+
+// Largest of the four block exponents of one vector (0xFF if any block is NaN).
+__device__ __forceinline__ uint32_t max_block_exponent(uint32_t scales4) {
+  const uint32_t b0 = scales4 & 0xFF, b1 = (scales4 >> 8) & 0xFF, b2 = (scales4 >> 16) & 0xFF, b3 = scales4 >> 24;
+  return max(max(b0, b1), max(b2, b3));
+}
+
+// Four E2M1 codes (the low 16 bits of `codes`, code i in nibble i) to four E5M2 bytes.
+__device__ __forceinline__ uint32_t e2m1x4_to_e5m2(uint32_t codes, uint32_t lut_lo, uint32_t lut_hi) {
+  const uint32_t mag = __byte_perm(lut_lo, lut_hi, codes & 0x7777);
+  const uint32_t sgn = __byte_perm(0u, 0x80808080u, (codes & 0x8888) >> 1);
+  return mag | sgn;
+}
+
+__device__ __forceinline__ uint32_t e2m1_slow(uint32_t codes4, int shift) {
+  const float scale = shift >= 126 ? 0.0f : __int_as_float((127 - shift) << 23);
+  uint32_t out = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t c = (codes4 >> (4 * i)) & 0xF;
+    const uint32_t m = c & 7;  // E2M1 magnitude: 0, 0.5, then (2 + mantissa) * 2^(exponent - 2)
+    float v = m < 2 ? 0.5f * float(m) : float(2 + (m & 1)) * __int_as_float(int((125 + (m >> 1)) << 23));
+    v *= scale;
+    if (c & 8) v = -v;
+    const uint32_t b = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E5M2);
+    out |= (b & 0xFF) << (8 * i);
+  }
+  return out;
+}
+
+// One block: 16 bytes of packed E2M1 (32 elements, element 2i in the low nibble of
+// byte i) scaled by 2^-shift, to 32 E5M2 bytes (elements 0..15 in lo, 16..31 in hi).
+__device__ __forceinline__ void e2m1_block_to_e5m2(const uint4& in, uint32_t shift, uint4& lo, uint4& hi) {
+  const uint32_t w[4] = {in.x, in.y, in.z, in.w};
+  uint32_t o[8];
+  if (shift <= 13) {
+    // E5M2 magnitudes of E2M1 codes 0..7 {0, .5, 1, 1.5, 2, 3, 4, 6}, exponent field - shift.
+    const uint32_t lut_lo = 0x3E3C3800u - shift * 0x04040400u;
+    const uint32_t lut_hi = 0x46444240u - shift * 0x04040404u;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      o[2 * k] = e2m1x4_to_e5m2(w[k], lut_lo, lut_hi);
+      o[2 * k + 1] = e2m1x4_to_e5m2(w[k] >> 16, lut_lo, lut_hi);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      o[2 * k] = e2m1_slow(w[k] & 0xFFFF, int(shift));
+      o[2 * k + 1] = e2m1_slow(w[k] >> 16, int(shift));
+    }
+  }
+  lo = make_uint4(o[0], o[1], o[2], o[3]);
+  hi = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
+}  // namespace flashindexer::sm90

@@ -1,0 +1,422 @@
+// flashindexer sm_90a: the paged scoring core (CONTRACT §1, §2, §4, §5).
+//
+// Purpose: score[r, s] for a *group* of R query rows over one split of the positions,
+//   handing every in-window score to a Sink. One core, two consumers: the dense-logits
+//   operator's sink writes logits; the fused operator's sink will feed a selector. Both
+//   see the same bits because the arithmetic below is the only scoring code on the GPU.
+// Rows and groups: a group is R consecutive rows (ragged: R = 256 / H; decode: the
+//   next_n rows of one request). Rows of a group that share a request are scored in one
+//   *pass* (their union window, masked per row); a group spanning requests takes one pass
+//   per request. Each row is validated in full (window, request, every page its window
+//   touches) before any key is read; a failed row is never scored.
+// Algorithm per 64-position tile (tiles 64-aligned, so one tile lies in one page):
+//   acc[64 x N] = K_tile[64 x 128] * Q_group[N x 128]^T, N = R * H, by four FP8 WGMMA
+//   m64nNk32 steps (A: keys, B: query heads, both K-major with the 128-byte swizzle);
+//   then per position: sum_h w[h] * relu(acc[h]) in fp32, heads in a fixed order (each
+//   thread's 2 * N / 8 columns in column order, then the 4 lanes of a quad, xor 1 then 2),
+//   times the key's scale. relu is positively homogeneous, so the key scale (fp8: the
+//   token's fp32 scale; mxfp4: 2^(e_max - 127)) factors out of the head sum (a negative fp8
+//   scale is moved into the values' signs by the producer). mxfp4 queries' scales fold into
+//   the weights. mxfp4 values are rewritten as E5M2 on chip (fp4_convert.cuh).
+// Warp roles (384 threads): warpgroup 0 produces key tiles (16-byte loads, mxfp4 -> E5M2,
+//   swizzled stores into an S-stage ring, mbarrier full/empty); warpgroups 1 and 2
+//   consume alternate tiles (WGMMA + epilogue), so one's epilogue overlaps the other's MMA.
+//   With N = 256 the producer gives registers to the consumers (setmaxnreg 88 / 208).
+// Shared memory: Q N x 128 B + S x (8 KiB keys + 256 B scales) + N weights + metadata
+//   (N = 256, S = 6: 82 KiB).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "../../core/row_window.h"
+#include "../heuristics.h"
+#include "flashindexer/problem.h"
+#include "fp4_convert.cuh"
+#include "ptx.cuh"
+#include "wgmma_fp8.cuh"
+
+namespace flashindexer::sm90 {
+
+inline constexpr int kTile = 64;             // positions per tile (WGMMA M)
+inline constexpr int kScorerThreads = 384;   // producer + two consumer warpgroups
+
+struct ScorerArgs {
+  KvCache cache;
+  Queries queries;
+  Rows rows;
+  cuda::ScorerPlan g;
+  bool q_vec16 = false;  // q pointer and strides 16-byte aligned: vector loads
+};
+
+// Per-row state of a group, in shared memory.
+struct GroupRow {
+  int64_t row;     // global row index, -1 if absent
+  int32_t request;
+  int32_t start, end;
+  uint32_t status;
+  uint32_t nan;
+};
+
+struct ScorePass {
+  uint32_t mask;       // rows of the group scored in this pass
+  int32_t request;
+  int64_t first;       // first tile position (64-aligned)
+  int32_t tiles;
+  int32_t tile_begin;  // index of the pass's first tile in the CTA's tile sequence
+};
+
+template <int kN>
+__host__ __device__ constexpr int scorer_stages() {
+  return kN >= 256 ? 6 : 8;
+}
+
+template <int kN>
+struct ScorerSmem {
+  static constexpr int kStages = scorer_stages<kN>();
+  alignas(1024) uint8_t q[kN * 128];             // [N, 128] query heads (fp8), swizzled
+  alignas(1024) uint8_t k[kStages][kTile * 128];  // [S][64, 128] keys (fp8), swizzled
+  float kscale[kStages][kTile];
+  float w[kN];                                    // [N] weights (times the q scale for mxfp4)
+  uint64_t full[kStages];
+  uint64_t empty[kStages];
+  GroupRow rows[8];
+  ScorePass passes[8];
+  int32_t num_passes;
+  int32_t num_tiles;
+};
+
+template <int kN>
+constexpr size_t scorer_smem_bytes() {
+  return sizeof(ScorerSmem<kN>) + 1024;  // + alignment slack of the dynamic base
+}
+
+__device__ __forceinline__ float load_weight(const Queries& q, int64_t row, int h) {
+  const int64_t i = row * q.weights_row_stride + h;
+  float w;
+  if (q.weight_type == WeightType::kF32) {
+    w = static_cast<const float*>(q.weights)[i];
+  } else {
+    w = __int_as_float(int(uint32_t(static_cast<const uint16_t*>(q.weights)[i]) << 16));
+  }
+  return w * q.weight_scale;
+}
+
+template <CacheFormat kFormat, int kHeads, int kRows>
+struct PagedScorer {
+  static constexpr int kN = kHeads * kRows;
+  static constexpr bool kMx = kFormat == CacheFormat::kMxfp4;
+  static constexpr Fp8Kind kKind = kMx ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
+  static constexpr int kStages = scorer_stages<kN>();
+  static constexpr int kLookahead = kN >= 256 ? 2 : 4;  // key tiles in flight per producer thread
+  static constexpr int kChunksPerThread = kMx ? 2 : 4;  // 16-byte loads per tile per producer thread
+  static_assert(kN % 32 == 0 && kN <= 256 && kRows <= 8, "unsupported group shape");
+  using Smem = ScorerSmem<kN>;
+
+  // ---------------------------------------------------------------- set-up
+  // Resolves and validates the group's rows, plans the passes, loads Q and weights,
+  // initialises the barriers. All threads; ends with a CTA barrier.
+  __device__ static void setup(const ScorerArgs& a, Smem& sm, int64_t group, int64_t c0, int64_t c1) {
+    const int tid = threadIdx.x;
+    const int64_t total_rows = a.rows.rows();
+    const int64_t row0 = group * a.g.group_stride;
+    const int in_group = int(min(int64_t(a.g.group_stride), total_rows - row0));
+    if (tid < kRows) {
+      GroupRow gr{-1, 0, 0, 0, 0, 0};
+      if (tid < in_group) {
+        const RowWindow w = resolve_window(a.rows, row0 + tid);
+        gr = {row0 + tid, w.request, int32_t(w.start), int32_t(w.end), w.status, 0};
+      }
+      sm.rows[tid] = gr;
+    }
+    if (tid < Smem::kStages) {
+      ptx::mbar_init(&sm.full[tid], 128);
+      ptx::mbar_init(&sm.empty[tid], 128);
+    }
+    __syncthreads();
+    // Every page each row's window touches (entries outside windows are never read).
+    for (int r = 0; r < kRows; ++r) {
+      const GroupRow gr = sm.rows[r];
+      if (gr.row < 0 || gr.status != 0) continue;
+      const RowWindow w{gr.request, gr.start, gr.end, 0};
+      const int64_t n = window_pages(a.cache.pages, w);
+      uint32_t ored = 0;
+      for (int64_t i = tid; i < n; i += kScorerThreads) ored |= check_window_page(a.cache.pages, w, i);
+      if (ored) atomicOr(&sm.rows[r].nan, ored);  // `nan` holds page bits until combined below
+    }
+    __syncthreads();
+    if (tid < kRows) {
+      GroupRow& gr = sm.rows[tid];
+      if (gr.row >= 0 && gr.status == 0 && gr.nan != 0) gr.status = combine_page_status(gr.nan);
+      if (gr.status != 0) gr.start = gr.end = 0;
+      gr.nan = 0;
+    }
+    __syncthreads();
+    if (tid == 0) plan_passes(sm, c0, c1);
+    load_queries(a, sm);
+    ptx::fence_proxy_async_smem();
+    __syncthreads();
+  }
+
+  // Passes: rows grouped by request, each pass over the union of its rows' windows
+  // within [c0, c1), in 64-aligned tiles.
+  __device__ static void plan_passes(Smem& sm, int64_t c0, int64_t c1) {
+    uint32_t done = 0;
+    for (int r = 0; r < kRows; ++r)
+      if (sm.rows[r].row < 0 || sm.rows[r].status != 0 || sm.rows[r].end <= sm.rows[r].start) done |= 1u << r;
+    int np = 0, tiles = 0;
+    while (done != (1u << kRows) - 1) {
+      const int first = __ffs(~done) - 1;
+      ScorePass ps{0, sm.rows[first].request, 0, 0, tiles};
+      int64_t lo = INT64_MAX, hi = 0;
+      for (int r = first; r < kRows; ++r) {
+        if ((done >> r) & 1 || sm.rows[r].request != ps.request) continue;
+        ps.mask |= 1u << r;
+        lo = min(lo, int64_t(sm.rows[r].start));
+        hi = max(hi, int64_t(sm.rows[r].end));
+      }
+      done |= ps.mask;
+      lo = max(lo, c0);
+      hi = min(hi, c1);
+      if (lo < hi) {
+        ps.first = lo / kTile * kTile;
+        ps.tiles = int32_t((hi - ps.first + kTile - 1) / kTile);
+      }
+      tiles += ps.tiles;
+      sm.passes[np++] = ps;
+    }
+    sm.num_passes = np;
+    sm.num_tiles = tiles;
+  }
+
+  // Q heads of the group's rows as fp8 [N, 128] (swizzled) and the weights [N].
+  // Absent or failed rows get zero heads and zero weights.
+  __device__ static void load_queries(const ScorerArgs& a, Smem& sm) {
+    const Queries& q = a.queries;
+    const int tid = threadIdx.x;
+    constexpr int kItemsPerHead = kMx ? 4 : 8;  // 16-byte source chunks per head
+    for (int it = tid; it < kN * kItemsPerHead; it += kScorerThreads) {
+      const int n = it / kItemsPerHead, c = it % kItemsPerHead;
+      const GroupRow gr = sm.rows[n / kHeads];
+      const int h = n % kHeads;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      const bool live = gr.row >= 0 && gr.status == 0;
+      if (live) {
+        const uint8_t* src = static_cast<const uint8_t*>(q.q) + gr.row * q.q_row_stride + h * q.q_head_stride + c * 16;
+        if (a.q_vec16) {
+          v = *reinterpret_cast<const uint4*>(src);
+        } else {
+          uint32_t b[16];
+#pragma unroll
+          for (int i = 0; i < 16; ++i) b[i] = src[i];
+          v = make_uint4(b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24, b[4] | b[5] << 8 | b[6] << 16 | b[7] << 24,
+                         b[8] | b[9] << 8 | b[10] << 16 | b[11] << 24, b[12] | b[13] << 8 | b[14] << 16 | b[15] << 24);
+        }
+      }
+      if constexpr (kMx) {
+        uint32_t shift = 0;
+        if (live) {
+          const uint8_t* s = q.q_scale + gr.row * q.q_scale_row_stride + h * q.q_scale_head_stride;
+          const uint32_t s4 = uint32_t(s[0]) | uint32_t(s[1]) << 8 | uint32_t(s[2]) << 16 | uint32_t(s[3]) << 24;
+          shift = max_block_exponent(s4) - s[c];
+        }
+        uint4 lo, hi;
+        e2m1_block_to_e5m2(v, shift, lo, hi);
+        *reinterpret_cast<uint4*>(sm.q + ptx::sw128_offset(n, 2 * c)) = lo;
+        *reinterpret_cast<uint4*>(sm.q + ptx::sw128_offset(n, 2 * c + 1)) = hi;
+      } else {
+        *reinterpret_cast<uint4*>(sm.q + ptx::sw128_offset(n, c)) = v;
+      }
+    }
+    for (int n = tid; n < kN; n += kScorerThreads) {
+      const GroupRow gr = sm.rows[n / kHeads];
+      const int h = n % kHeads;
+      float w = 0.0f;
+      if (gr.row >= 0 && gr.status == 0) {
+        w = load_weight(q, gr.row, h);
+        if constexpr (kMx) {
+          const uint8_t* s = q.q_scale + gr.row * q.q_scale_row_stride + h * q.q_scale_head_stride;
+          w *= ue8m0_value(max(max(uint32_t(s[0]), uint32_t(s[1])), max(uint32_t(s[2]), uint32_t(s[3]))));
+        }
+      }
+      sm.w[n] = w;
+    }
+  }
+
+  // ---------------------------------------------------------------- producer
+  struct TileRegs {
+    uint4 v[kChunksPerThread];
+    uint32_t s[kChunksPerThread];  // the chunk's token scale: mxfp4 4 UE8M0 bytes, fp8 fp32 bits
+    float4 fs;                     // fp8: 4 token scales (threads 0..15)
+  };
+
+  __device__ static int pass_of(const Smem& sm, int i) {
+    int p = 0;
+    while (p + 1 < sm.num_passes && sm.passes[p + 1].tile_begin <= i) ++p;
+    return p;
+  }
+  __device__ static int64_t tile_first(const Smem& sm, int p, int i) {
+    return sm.passes[p].first + int64_t(i - sm.passes[p].tile_begin) * kTile;
+  }
+
+  __device__ static void load_tile(const ScorerArgs& a, const Smem& sm, int i, TileRegs& t) {
+    const int p = pass_of(sm, i);
+    const int32_t request = sm.passes[p].request;
+    const int64_t p0 = tile_first(sm, p, i);
+    const PageMap& pm = a.cache.pages;
+    const int64_t ps = pm.page_size;
+    const int64_t index = p0 / ps;
+    const int64_t page =
+        pm.table == nullptr ? index : int64_t(pm.table[int64_t(request) * pm.table_row_stride + index]);
+    const int64_t token0 = p0 - index * ps;
+    const uint8_t* base = static_cast<const uint8_t*>(a.cache.pool) + page * a.cache.page_stride;
+    constexpr int kValueBytes = kMx ? 64 : 128;
+    const uint8_t* values = base + token0 * kValueBytes;
+    const uint8_t* scales = base + ps * kValueBytes + token0 * 4;
+    const int tid = threadIdx.x;  // 0..127
+#pragma unroll
+    for (int u = 0; u < kChunksPerThread; ++u) {
+      const int c = tid + 128 * u;
+      t.v[u] = ptx::ld_nc_v4(values + c * 16);
+      t.s[u] = *reinterpret_cast<const uint32_t*>(scales + (c >> (kMx ? 2 : 3)) * 4);
+    }
+    if constexpr (!kMx) {
+      if (tid < 16) {
+        const uint4 f = ptx::ld_nc_v4(scales + tid * 16);
+        t.fs = make_float4(__uint_as_float(f.x), __uint_as_float(f.y), __uint_as_float(f.z), __uint_as_float(f.w));
+      }
+    }
+  }
+
+  __device__ static void store_tile(Smem& sm, int stage, const TileRegs& t) {
+    const int tid = threadIdx.x;
+    uint8_t* k = sm.k[stage];
+#pragma unroll
+    for (int u = 0; u < kChunksPerThread; ++u) {
+      const int c = tid + 128 * u;
+      if constexpr (kMx) {
+        const int token = c >> 2, block = c & 3;
+        const uint32_t emax = max_block_exponent(t.s[u]);
+        uint4 lo, hi;
+        e2m1_block_to_e5m2(t.v[u], emax - ((t.s[u] >> (8 * block)) & 0xFF), lo, hi);
+        *reinterpret_cast<uint4*>(k + ptx::sw128_offset(token, 2 * block)) = lo;
+        *reinterpret_cast<uint4*>(k + ptx::sw128_offset(token, 2 * block + 1)) = hi;
+        if (block == 0) sm.kscale[stage][token] = ue8m0_value(emax);
+      } else {
+        // A negative scale moves into the values (e4m3 sign flip, exact): the epilogue
+        // then only sees scales >= 0 or NaN, for which relu(c x) = c relu(x).
+        const uint32_t flip = (t.s[u] >> 31) * 0x80808080u;
+        const uint4 v = make_uint4(t.v[u].x ^ flip, t.v[u].y ^ flip, t.v[u].z ^ flip, t.v[u].w ^ flip);
+        *reinterpret_cast<uint4*>(k + ptx::sw128_offset(c >> 3, c & 7)) = v;
+      }
+    }
+    if constexpr (!kMx) {
+      if (tid < 16)
+        reinterpret_cast<float4*>(sm.kscale[stage])[tid] =
+            make_float4(fabsf(t.fs.x), fabsf(t.fs.y), fabsf(t.fs.z), fabsf(t.fs.w));
+    }
+  }
+
+  // Warpgroup 0: fills the ring, kLookahead tiles of loads in flight per thread.
+  __device__ static void produce(const ScorerArgs& a, Smem& sm) {
+    const int n = sm.num_tiles;
+    TileRegs buf[kLookahead];
+#pragma unroll
+    for (int j = 0; j + 1 < kLookahead; ++j)
+      if (j < n) load_tile(a, sm, j, buf[j]);
+    for (int i0 = 0; i0 < n; i0 += kLookahead) {
+#pragma unroll
+      for (int j = 0; j < kLookahead; ++j) {
+        const int i = i0 + j;
+        if (i >= n) break;
+        if (i + kLookahead - 1 < n) load_tile(a, sm, i + kLookahead - 1, buf[(j + kLookahead - 1) % kLookahead]);
+        const int stage = i % kStages;
+        ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
+        store_tile(sm, stage, buf[j]);
+        ptx::fence_proxy_async_smem();
+        ptx::mbar_arrive(&sm.full[stage]);
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- consumers
+  // Head sums of this thread's two positions for every row of the group.
+  __device__ static void head_sums(const float (&acc)[kN / 2], const Smem& sm, float (&s)[kRows][2]) {
+    const int x = threadIdx.x & 3;
+    const float2* w2 = reinterpret_cast<const float2*>(sm.w);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) s[r][0] = s[r][1] = 0.0f;
+#pragma unroll
+    for (int b = 0; b < kN / 8; ++b) {
+      const int r = (b * 8) / kHeads;
+      const float2 w = w2[4 * b + x];
+      s[r][0] = fmaf(w.x, ptx::max_nan(acc[4 * b], 0.0f), s[r][0]);
+      s[r][0] = fmaf(w.y, ptx::max_nan(acc[4 * b + 1], 0.0f), s[r][0]);
+      s[r][1] = fmaf(w.x, ptx::max_nan(acc[4 * b + 2], 0.0f), s[r][1]);
+      s[r][1] = fmaf(w.y, ptx::max_nan(acc[4 * b + 3], 0.0f), s[r][1]);
+    }
+  }
+
+  // Warpgroups 1, 2 (cw = 0, 1): tiles cw, cw + 2, ...; sink.put(row, position, score)
+  // for every in-window position of every row of the tile's pass.
+  template <class Sink>
+  __device__ static void consume(Smem& sm, int cw, Sink& sink) {
+    const int t = threadIdx.x - 128;  // 0..255
+    const int lane = t & 31, warp = (t >> 5) & 3;
+    const int m0 = warp * 16 + (lane >> 2), m1 = m0 + 8;
+    const int x = lane & 3;
+    const uint64_t desc_q = ptx::smem_desc_sw128(sm.q);
+    float acc[kN / 2];
+#pragma unroll
+    for (int i = 0; i < kN / 2; ++i) acc[i] = 0.0f;
+    for (int i = cw; i < sm.num_tiles; i += 2) {
+      const int stage = i % kStages;
+      ptx::mbar_wait(&sm.full[stage], (i / kStages) & 1);
+      const uint64_t desc_k = ptx::smem_desc_sw128(sm.k[stage]);
+      ptx::fence_registers(acc);
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) Wgmma<kN, kKind>::mma(acc, desc_k + 2 * kk, desc_q + 2 * kk, kk);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_registers(acc);
+      const float ks0 = sm.kscale[stage][m0], ks1 = sm.kscale[stage][m1];
+      ptx::mbar_arrive(&sm.empty[stage]);
+
+      float s[kRows][2];
+      head_sums(acc, sm, s);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          s[r][j] += __shfl_xor_sync(0xFFFFFFFFu, s[r][j], 1);
+          s[r][j] += __shfl_xor_sync(0xFFFFFFFFu, s[r][j], 2);
+        }
+      }
+      const int p = pass_of(sm, i);
+      const int64_t p0 = tile_first(sm, p, i);
+      const uint32_t mask = sm.passes[p].mask;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if ((r & 3) != x || !((mask >> r) & 1)) continue;
+        const GroupRow& gr = sm.rows[r];
+        const int64_t pos0 = p0 + m0, pos1 = p0 + m1;
+        bool nan = false;
+        if (pos0 >= gr.start && pos0 < gr.end) {
+          const float v = s[r][0] * ks0;
+          nan |= isnan(v);
+          sink.put(gr.row, pos0, v);
+        }
+        if (pos1 >= gr.start && pos1 < gr.end) {
+          const float v = s[r][1] * ks1;
+          nan |= isnan(v);
+          sink.put(gr.row, pos1, v);
+        }
+        if (nan) sm.rows[r].nan = 1;
+      }
+    }
+  }
+};
+
+}  // namespace flashindexer::sm90
