@@ -11,7 +11,9 @@
 //   touches) before any key is read; a failed row is never scored.
 // Algorithm per 64-position tile (tiles 64-aligned, so one tile lies in one page):
 //   acc[64 x N] = K_tile[64 x 128] * Q_group[N x 128]^T, N = R * H, by four FP8 WGMMA
-//   m64nNk32 steps (A: keys, B: query heads, both K-major with the 128-byte swizzle);
+//   m64nNk32 steps (A: keys, B: query heads, both K-major with the 128-byte swizzle),
+//   each into a zeroed accumulator, the four partials added in fp32 (Hopper's FP8 MMA
+//   accumulates with a truncated mantissa: one chain over D = 128 misses 2e-4 * M);
 //   then per position: sum_h w[h] * relu(acc[h]) in fp32, heads in a fixed order (each
 //   thread's 2 * N / 8 columns in column order, then the 4 lanes of a quad, xor 1 then 2),
 //   times the key's scale. relu is positively homogeneous, so the key scale (fp8: the
@@ -20,7 +22,9 @@
 //   the weights. mxfp4 values are rewritten as E5M2 on chip (fp4_convert.cuh).
 // Warp roles (384 threads): warpgroup 0 produces key tiles (16-byte loads, mxfp4 -> E5M2,
 //   swizzled stores into an S-stage ring, mbarrier full/empty); warpgroups 1 and 2
-//   consume alternate tiles (WGMMA + epilogue), so one's epilogue overlaps the other's MMA.
+//   consume: with N = 256 both read every tile (128 columns each, so a key tile from L2
+//   serves 256 columns); with N <= 128 they take alternate tiles. One's epilogue
+//   overlaps the other's MMA.
 //   With N = 256 the producer gives registers to the consumers (setmaxnreg 88 / 208).
 // Shared memory: Q N x 128 B + S x (8 KiB keys + 256 B scales) + N weights + metadata
 //   (N = 256, S = 6: 82 KiB).
@@ -109,6 +113,10 @@ struct PagedScorer {
   static constexpr bool kMx = kFormat == CacheFormat::kMxfp4;
   static constexpr Fp8Kind kKind = kMx ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
   static constexpr int kStages = scorer_stages<kN>();
+  static constexpr bool kShareTiles = kN == 256;             // both consumers on every tile
+  static constexpr int kNw = kShareTiles ? kN / 2 : kN;      // columns per consumer warpgroup
+  static constexpr int kRowsW = kNw / kHeads;                // rows per consumer warpgroup
+  static constexpr uint32_t kEmptyArrivals = kShareTiles ? 256 : 128;
   static constexpr int kLookahead = kN >= 256 ? 2 : 4;  // key tiles in flight per producer thread
   static constexpr int kChunksPerThread = kMx ? 2 : 4;  // 16-byte loads per tile per producer thread
   static_assert(kN % 32 == 0 && kN <= 256 && kRows <= 8, "unsupported group shape");
@@ -132,7 +140,7 @@ struct PagedScorer {
     }
     if (tid < Smem::kStages) {
       ptx::mbar_init(&sm.full[tid], 128);
-      ptx::mbar_init(&sm.empty[tid], 128);
+      ptx::mbar_init(&sm.empty[tid], kEmptyArrivals);
     }
     __syncthreads();
     // Every page each row's window touches (entries outside windows are never read).
@@ -341,14 +349,14 @@ struct PagedScorer {
   }
 
   // ---------------------------------------------------------------- consumers
-  // Head sums of this thread's two positions for every row of the group.
-  __device__ static void head_sums(const float (&acc)[kN / 2], const Smem& sm, float (&s)[kRows][2]) {
+  // Head sums of this thread's two positions for the rows of its warpgroup's columns.
+  __device__ static void head_sums(const float (&acc)[kNw / 2], const Smem& sm, int col0, float (&s)[kRowsW][2]) {
     const int x = threadIdx.x & 3;
-    const float2* w2 = reinterpret_cast<const float2*>(sm.w);
+    const float2* w2 = reinterpret_cast<const float2*>(sm.w + col0);
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) s[r][0] = s[r][1] = 0.0f;
+    for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = 0.0f;
 #pragma unroll
-    for (int b = 0; b < kN / 8; ++b) {
+    for (int b = 0; b < kNw / 8; ++b) {
       const int r = (b * 8) / kHeads;
       const float2 w = w2[4 * b + x];
       s[r][0] = fmaf(w.x, ptx::max_nan(acc[4 * b], 0.0f), s[r][0]);
@@ -358,36 +366,63 @@ struct PagedScorer {
     }
   }
 
-  // Warpgroups 1, 2 (cw = 0, 1): tiles cw, cw + 2, ...; sink.put(row, position, score)
-  // for every in-window position of every row of the tile's pass.
+  // acc[64 x kNw] = K_tile * Q_cols^T over D = 128. Hopper's FP8 MMA keeps a truncated
+  // running sum (error relative to the accumulator, far above fp32 for same-sign
+  // products), so each k32 step starts from zero and the four partial products are
+  // added in fp32 on the CUDA cores: the error stays relative to each k32 partial.
+  __device__ static void mma_tile(float (&acc)[kNw / 2], float (&part)[kNw / 2], uint64_t desc_k,
+                                  uint64_t desc_q) {
+    ptx::fence_registers(acc);
+    ptx::fence_registers(part);
+    ptx::wgmma_fence();
+    Wgmma<kNw, kKind>::mma(acc, desc_k, desc_q, 0);
+    Wgmma<kNw, kKind>::mma(part, desc_k + 2, desc_q + 2, 0);
+    ptx::wgmma_commit();
+    ptx::wgmma_wait<0>();
+    ptx::fence_registers(acc);
+    ptx::fence_registers(part);
+#pragma unroll
+    for (int kk = 2; kk < 4; ++kk) {
+#pragma unroll
+      for (int i = 0; i < kNw / 2; ++i) acc[i] += part[i];
+      ptx::fence_registers(part);
+      ptx::wgmma_fence();
+      Wgmma<kNw, kKind>::mma(part, desc_k + 2 * kk, desc_q + 2 * kk, 0);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_registers(part);
+    }
+#pragma unroll
+    for (int i = 0; i < kNw / 2; ++i) acc[i] += part[i];
+  }
+
+  // Warpgroups 1, 2 (cw = 0, 1). N = 256: both take every tile, each its half of the
+  // columns (kNw = 128, whole rows). N <= 128: they take alternate tiles, all columns.
+  // sink.put(row, position, score) for every in-window position of the tile's pass.
   template <class Sink>
   __device__ static void consume(Smem& sm, int cw, Sink& sink) {
     const int t = threadIdx.x - 128;  // 0..255
     const int lane = t & 31, warp = (t >> 5) & 3;
     const int m0 = warp * 16 + (lane >> 2), m1 = m0 + 8;
     const int x = lane & 3;
-    const uint64_t desc_q = ptx::smem_desc_sw128(sm.q);
-    float acc[kN / 2];
+    const int col0 = kShareTiles ? cw * kNw : 0;
+    const int row0 = col0 / kHeads;
+    const uint64_t desc_q = ptx::smem_desc_sw128(sm.q + col0 * 128);
+    float acc[kNw / 2], part[kNw / 2];
 #pragma unroll
-    for (int i = 0; i < kN / 2; ++i) acc[i] = 0.0f;
-    for (int i = cw; i < sm.num_tiles; i += 2) {
+    for (int i = 0; i < kNw / 2; ++i) acc[i] = part[i] = 0.0f;
+    const int first = kShareTiles ? 0 : cw, step = kShareTiles ? 1 : 2;
+    for (int i = first; i < sm.num_tiles; i += step) {
       const int stage = i % kStages;
       ptx::mbar_wait(&sm.full[stage], (i / kStages) & 1);
-      const uint64_t desc_k = ptx::smem_desc_sw128(sm.k[stage]);
-      ptx::fence_registers(acc);
-      ptx::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) Wgmma<kN, kKind>::mma(acc, desc_k + 2 * kk, desc_q + 2 * kk, kk);
-      ptx::wgmma_commit();
-      ptx::wgmma_wait<0>();
-      ptx::fence_registers(acc);
+      mma_tile(acc, part, ptx::smem_desc_sw128(sm.k[stage]), desc_q);
       const float ks0 = sm.kscale[stage][m0], ks1 = sm.kscale[stage][m1];
       ptx::mbar_arrive(&sm.empty[stage]);
 
-      float s[kRows][2];
-      head_sums(acc, sm, s);
+      float s[kRowsW][2];
+      head_sums(acc, sm, col0, s);
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
+      for (int r = 0; r < kRowsW; ++r) {
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           s[r][j] += __shfl_xor_sync(0xFFFFFFFFu, s[r][j], 1);
@@ -398,18 +433,19 @@ struct PagedScorer {
       const int64_t p0 = tile_first(sm, p, i);
       const uint32_t mask = sm.passes[p].mask;
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        if ((r & 3) != x || !((mask >> r) & 1)) continue;
+      for (int rw = 0; rw < kRowsW; ++rw) {
+        const int r = row0 + rw;
+        if ((rw & 3) != x || !((mask >> r) & 1)) continue;
         const GroupRow& gr = sm.rows[r];
         const int64_t pos0 = p0 + m0, pos1 = p0 + m1;
         bool nan = false;
         if (pos0 >= gr.start && pos0 < gr.end) {
-          const float v = s[r][0] * ks0;
+          const float v = s[rw][0] * ks0;
           nan |= isnan(v);
           sink.put(gr.row, pos0, v);
         }
         if (pos1 >= gr.start && pos1 < gr.end) {
-          const float v = s[r][1] * ks1;
+          const float v = s[rw][1] * ks1;
           nan |= isnan(v);
           sink.put(gr.row, pos1, v);
         }
