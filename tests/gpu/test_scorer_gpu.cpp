@@ -159,6 +159,21 @@ TEST(GpuScorer, ShapesAndLayouts) {
   }
 }
 
+// fp8 token scales below zero: relu(c x) = c min(x, 0) for c < 0 (a separate path).
+TEST(GpuScorer, NegativeFp8KeyScales) {
+  SKIP_WITHOUT_GPU();
+  HostProblem h = make(spec(CacheFormat::kFp8E4M3, Generator::kGaussian, 10, 2, 700, 45));
+  for (int64_t pg = 0; pg < h.num_pages; ++pg)
+    for (int32_t t = 0; t < h.page_size; t += 3) {
+      uint8_t* sc = h.pool.data() + pg * h.page_stride + int64_t(h.page_size) * 128 + t * 4;
+      float v;
+      std::memcpy(&v, sc, 4);
+      v = -v;
+      std::memcpy(sc, &v, 4);
+    }
+  expect_matches_oracle(h, "fp8 negative key scales");
+}
+
 TEST(GpuScorer, UnalignedQueries) {
   SKIP_WITHOUT_GPU();
   for (CacheFormat f : kFormats) {

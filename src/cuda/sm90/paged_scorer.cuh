@@ -18,16 +18,17 @@
 //   thread's 2 * N / 8 columns in column order, then the 4 lanes of a quad, xor 1 then 2),
 //   times the key's scale. relu is positively homogeneous, so the key scale (fp8: the
 //   token's fp32 scale; mxfp4: 2^(e_max - 127)) factors out of the head sum (a negative fp8
-//   scale is moved into the values' signs by the producer). mxfp4 queries' scales fold into
+//   scale c takes a path with relu(c x) = c min(x, 0)). mxfp4 queries' scales fold into
 //   the weights. mxfp4 values are rewritten as E5M2 on chip (fp4_convert.cuh).
-// Warp roles (384 threads): warpgroup 0 produces key tiles (16-byte loads, mxfp4 -> E5M2,
-//   swizzled stores into an S-stage ring, mbarrier full/empty); warpgroups 1 and 2
+// Warp roles (384 threads): warpgroup 0 produces key tiles into an 8-stage ring (mbarrier
+//   full/empty): fp8 bytes by cp.async straight to their swizzled place; mxfp4 by cp.async
+//   into a raw ring, then converted to E5M2 by the thread that copied them; warpgroups 1 and 2
 //   consume: with N = 256 both read every tile (128 columns each, so a key tile from L2
 //   serves 256 columns); with N <= 128 they take alternate tiles. One's epilogue
 //   overlaps the other's MMA.
 //   With N = 256 the producer gives registers to the consumers (setmaxnreg 88 / 208).
-// Shared memory: Q N x 128 B + S x (8 KiB keys + 256 B scales) + N weights + metadata
-//   (N = 256, S = 6: 82 KiB).
+// Shared memory: Q N x 128 B + 8 x (8 KiB keys + 256 B scales) + 5 x 5 KiB mxfp4 raw
+//   tiles + N weights + metadata (N = 256: 124 KiB).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -73,15 +74,18 @@ struct ScorePass {
 
 template <int kN>
 __host__ __device__ constexpr int scorer_stages() {
-  return kN >= 256 ? 6 : 8;
+  return 8;
 }
 
 template <int kN>
 struct ScorerSmem {
   static constexpr int kStages = scorer_stages<kN>();
+  static constexpr int kRaw = 5;                  // mxfp4 raw tiles (4 in flight + 1 converting)
   alignas(1024) uint8_t q[kN * 128];             // [N, 128] query heads (fp8), swizzled
   alignas(1024) uint8_t k[kStages][kTile * 128];  // [S][64, 128] keys (fp8), swizzled
   float kscale[kStages][kTile];
+  alignas(16) uint8_t raw[kRaw][kTile * 64];     // mxfp4: [64, 64] packed E2M1 as stored
+  uint32_t raw_scale[kRaw][kTile * 4];           // mxfp4: the token scale word of each chunk
   float w[kN];                                    // [N] weights (times the q scale for mxfp4)
   uint64_t full[kStages];
   uint64_t empty[kStages];
@@ -117,8 +121,6 @@ struct PagedScorer {
   static constexpr int kNw = kShareTiles ? kN / 2 : kN;      // columns per consumer warpgroup
   static constexpr int kRowsW = kNw / kHeads;                // rows per consumer warpgroup
   static constexpr uint32_t kEmptyArrivals = kShareTiles ? 256 : 128;
-  static constexpr int kLookahead = kN >= 256 ? 2 : 4;  // key tiles in flight per producer thread
-  static constexpr int kChunksPerThread = kMx ? 2 : 4;  // 16-byte loads per tile per producer thread
   static_assert(kN % 32 == 0 && kN <= 256 && kRows <= 8, "unsupported group shape");
   using Smem = ScorerSmem<kN>;
 
@@ -252,13 +254,8 @@ struct PagedScorer {
     }
   }
 
-  // ---------------------------------------------------------------- producer
-  struct TileRegs {
-    uint4 v[kChunksPerThread];
-    uint32_t s[kChunksPerThread];  // the chunk's token scale: mxfp4 4 UE8M0 bytes, fp8 fp32 bits
-    float4 fs;                     // fp8: 4 token scales (threads 0..15)
-  };
-
+  // ---------------------------------------------------------------- tiles
+  // Tile i of the CTA's sequence: its pass, and the first position it covers.
   __device__ static int pass_of(const Smem& sm, int i) {
     int p = 0;
     while (p + 1 < sm.num_passes && sm.passes[p + 1].tile_begin <= i) ++p;
@@ -268,89 +265,108 @@ struct PagedScorer {
     return sm.passes[p].first + int64_t(i - sm.passes[p].tile_begin) * kTile;
   }
 
-  __device__ static void load_tile(const ScorerArgs& a, const Smem& sm, int i, TileRegs& t) {
+  // ---------------------------------------------------------------- producer
+  // Tile i's key values and scales in global memory (the tile lies in one page, which
+  // the row checks validated: the pass's union window touches it).
+  struct TileSource {
+    const uint8_t* values;  // [64, 128 | 64] bytes
+    const uint8_t* scales;  // [64] fp32 | [64, 4] UE8M0
+  };
+  __device__ static TileSource tile_source(const ScorerArgs& a, const Smem& sm, int i) {
     const int p = pass_of(sm, i);
-    const int32_t request = sm.passes[p].request;
     const int64_t p0 = tile_first(sm, p, i);
     const PageMap& pm = a.cache.pages;
     const int64_t ps = pm.page_size;
     const int64_t index = p0 / ps;
     const int64_t page =
-        pm.table == nullptr ? index : int64_t(pm.table[int64_t(request) * pm.table_row_stride + index]);
+        pm.table == nullptr ? index : int64_t(pm.table[int64_t(sm.passes[p].request) * pm.table_row_stride + index]);
     const int64_t token0 = p0 - index * ps;
-    const uint8_t* base = static_cast<const uint8_t*>(a.cache.pool) + page * a.cache.page_stride;
     constexpr int kValueBytes = kMx ? 64 : 128;
-    const uint8_t* values = base + token0 * kValueBytes;
-    const uint8_t* scales = base + ps * kValueBytes + token0 * 4;
+    const uint8_t* base = static_cast<const uint8_t*>(a.cache.pool) + page * a.cache.page_stride;
+    return {base + token0 * kValueBytes, base + ps * kValueBytes + token0 * 4};
+  }
+
+  // fp8: every byte goes straight to its swizzled place by cp.async; the stage's full
+  // barrier completes when all 128 producer threads' copies have landed. Up to kStages
+  // tiles in flight.
+  __device__ static void produce_fp8(const ScorerArgs& a, Smem& sm) {
     const int tid = threadIdx.x;  // 0..127
+    for (int i = 0; i < sm.num_tiles; ++i) {
+      const int stage = i % kStages;
+      const TileSource src = tile_source(a, sm, i);
+      ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
 #pragma unroll
-    for (int u = 0; u < kChunksPerThread; ++u) {
-      const int c = tid + 128 * u;
-      t.v[u] = ptx::ld_nc_v4(values + c * 16);
-      t.s[u] = *reinterpret_cast<const uint32_t*>(scales + (c >> (kMx ? 2 : 3)) * 4);
-    }
-    if constexpr (!kMx) {
-      if (tid < 16) {
-        const uint4 f = ptx::ld_nc_v4(scales + tid * 16);
-        t.fs = make_float4(__uint_as_float(f.x), __uint_as_float(f.y), __uint_as_float(f.z), __uint_as_float(f.w));
+      for (int u = 0; u < 4; ++u) {
+        const int c = tid + 128 * u;  // 16-byte chunk c & 7 of token c >> 3
+        ptx::cp_async16(sm.k[stage] + ptx::sw128_offset(c >> 3, c & 7), src.values + c * 16);
       }
+      if (tid < 16) ptx::cp_async16(&sm.kscale[stage][4 * tid], src.scales + tid * 16);
+      ptx::cp_async_arrive(&sm.full[stage]);
     }
   }
 
-  __device__ static void store_tile(Smem& sm, int stage, const TileRegs& t) {
+  // mxfp4: raw bytes by cp.async into a ring of kRaw tiles, kRawAhead tiles ahead; each
+  // thread converts the chunks it copied itself (no barrier among producers), then
+  // stores E5M2 swizzled and fences for the tensor cores.
+  __device__ static void issue_raw(const ScorerArgs& a, Smem& sm, int i) {
     const int tid = threadIdx.x;
-    uint8_t* k = sm.k[stage];
+    const int slot = i % Smem::kRaw;
+    const TileSource src = tile_source(a, sm, i);
 #pragma unroll
-    for (int u = 0; u < kChunksPerThread; ++u) {
-      const int c = tid + 128 * u;
-      if constexpr (kMx) {
-        const int token = c >> 2, block = c & 3;
-        const uint32_t emax = max_block_exponent(t.s[u]);
-        uint4 lo, hi;
-        e2m1_block_to_e5m2(t.v[u], emax - ((t.s[u] >> (8 * block)) & 0xFF), lo, hi);
-        *reinterpret_cast<uint4*>(k + ptx::sw128_offset(token, 2 * block)) = lo;
-        *reinterpret_cast<uint4*>(k + ptx::sw128_offset(token, 2 * block + 1)) = hi;
-        if (block == 0) sm.kscale[stage][token] = ue8m0_value(emax);
-      } else {
-        // A negative scale moves into the values (e4m3 sign flip, exact): the epilogue
-        // then only sees scales >= 0 or NaN, for which relu(c x) = c relu(x).
-        const uint32_t flip = (t.s[u] >> 31) * 0x80808080u;
-        const uint4 v = make_uint4(t.v[u].x ^ flip, t.v[u].y ^ flip, t.v[u].z ^ flip, t.v[u].w ^ flip);
-        *reinterpret_cast<uint4*>(k + ptx::sw128_offset(c >> 3, c & 7)) = v;
-      }
-    }
-    if constexpr (!kMx) {
-      if (tid < 16)
-        reinterpret_cast<float4*>(sm.kscale[stage])[tid] =
-            make_float4(fabsf(t.fs.x), fabsf(t.fs.y), fabsf(t.fs.z), fabsf(t.fs.w));
+    for (int u = 0; u < 2; ++u) {
+      const int c = tid + 128 * u;  // block c & 3 of token c >> 2
+      ptx::cp_async16(sm.raw[slot] + c * 16, src.values + c * 16);
+      ptx::cp_async4(&sm.raw_scale[slot][c], src.scales + (c >> 2) * 4);
     }
   }
 
-  // Warpgroup 0: fills the ring, kLookahead tiles of loads in flight per thread.
-  __device__ static void produce(const ScorerArgs& a, Smem& sm) {
+  __device__ static void produce_mx(const ScorerArgs& a, Smem& sm) {
+    constexpr int kAhead = Smem::kRaw - 1;
+    const int tid = threadIdx.x;
     const int n = sm.num_tiles;
-    TileRegs buf[kLookahead];
 #pragma unroll
-    for (int j = 0; j + 1 < kLookahead; ++j)
-      if (j < n) load_tile(a, sm, j, buf[j]);
-    for (int i0 = 0; i0 < n; i0 += kLookahead) {
+    for (int j = 0; j < kAhead; ++j) {
+      if (j < n) issue_raw(a, sm, j);
+      ptx::cp_async_commit();
+    }
+    for (int i = 0; i < n; ++i) {
+      if (i + kAhead < n) issue_raw(a, sm, i + kAhead);
+      ptx::cp_async_commit();
+      ptx::cp_async_wait<kAhead>();  // this thread's copies of tile i have landed
+      const int stage = i % kStages, slot = i % Smem::kRaw;
+      ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
 #pragma unroll
-      for (int j = 0; j < kLookahead; ++j) {
-        const int i = i0 + j;
-        if (i >= n) break;
-        if (i + kLookahead - 1 < n) load_tile(a, sm, i + kLookahead - 1, buf[(j + kLookahead - 1) % kLookahead]);
-        const int stage = i % kStages;
-        ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
-        store_tile(sm, stage, buf[j]);
-        ptx::fence_proxy_async_smem();
-        ptx::mbar_arrive(&sm.full[stage]);
+      for (int u = 0; u < 2; ++u) {
+        const int c = tid + 128 * u, token = c >> 2, block = c & 3;
+        const uint4 v = *reinterpret_cast<const uint4*>(sm.raw[slot] + c * 16);
+        const uint32_t s4 = sm.raw_scale[slot][c];
+        const uint32_t emax = max_block_exponent(s4);
+        uint4 lo, hi;
+        e2m1_block_to_e5m2(v, emax - ((s4 >> (8 * block)) & 0xFF), lo, hi);
+        *reinterpret_cast<uint4*>(sm.k[stage] + ptx::sw128_offset(token, 2 * block)) = lo;
+        *reinterpret_cast<uint4*>(sm.k[stage] + ptx::sw128_offset(token, 2 * block + 1)) = hi;
+        if (block == 0) sm.kscale[stage][token] = ue8m0_value(emax);
       }
+      ptx::fence_proxy_async_smem();
+      ptx::mbar_arrive(&sm.full[stage]);
+    }
+    ptx::cp_async_wait<0>();
+  }
+
+  __device__ static void produce(const ScorerArgs& a, Smem& sm) {
+    if constexpr (kMx) {
+      produce_mx(a, sm);
+    } else {
+      produce_fp8(a, sm);
     }
   }
 
   // ---------------------------------------------------------------- consumers
   // Head sums of this thread's two positions for the rows of its warpgroup's columns.
-  __device__ static void head_sums(const float (&acc)[kNw / 2], const Smem& sm, int col0, float (&s)[kRowsW][2]) {
+  // kSigned (fp8 keys with a negative scale c, rare): relu(c x) = c min(x, 0).
+  template <bool kSigned>
+  __device__ static void head_sums(const float (&acc)[kNw / 2], const Smem& sm, int col0, bool neg0, bool neg1,
+                                   float (&s)[kRowsW][2]) {
     const int x = threadIdx.x & 3;
     const float2* w2 = reinterpret_cast<const float2*>(sm.w + col0);
 #pragma unroll
@@ -359,10 +375,13 @@ struct PagedScorer {
     for (int b = 0; b < kNw / 8; ++b) {
       const int r = (b * 8) / kHeads;
       const float2 w = w2[4 * b + x];
-      s[r][0] = fmaf(w.x, ptx::max_nan(acc[4 * b], 0.0f), s[r][0]);
-      s[r][0] = fmaf(w.y, ptx::max_nan(acc[4 * b + 1], 0.0f), s[r][0]);
-      s[r][1] = fmaf(w.x, ptx::max_nan(acc[4 * b + 2], 0.0f), s[r][1]);
-      s[r][1] = fmaf(w.y, ptx::max_nan(acc[4 * b + 3], 0.0f), s[r][1]);
+      auto relu = [](float v, bool neg) {
+        return kSigned && neg ? ptx::min_nan(v, 0.0f) : ptx::max_nan(v, 0.0f);
+      };
+      s[r][0] = fmaf(w.x, relu(acc[4 * b], neg0), s[r][0]);
+      s[r][0] = fmaf(w.y, relu(acc[4 * b + 1], neg0), s[r][0]);
+      s[r][1] = fmaf(w.x, relu(acc[4 * b + 2], neg1), s[r][1]);
+      s[r][1] = fmaf(w.y, relu(acc[4 * b + 3], neg1), s[r][1]);
     }
   }
 
@@ -415,12 +434,17 @@ struct PagedScorer {
     for (int i = first; i < sm.num_tiles; i += step) {
       const int stage = i % kStages;
       ptx::mbar_wait(&sm.full[stage], (i / kStages) & 1);
+      ptx::fence_proxy_async_smem();  // cp.async (generic proxy) data -> WGMMA (async proxy)
       mma_tile(acc, part, ptx::smem_desc_sw128(sm.k[stage]), desc_q);
       const float ks0 = sm.kscale[stage][m0], ks1 = sm.kscale[stage][m1];
       ptx::mbar_arrive(&sm.empty[stage]);
 
       float s[kRowsW][2];
-      head_sums(acc, sm, col0, s);
+      if (!kMx && (ks0 < 0.0f || ks1 < 0.0f)) {
+        head_sums<true>(acc, sm, col0, ks0 < 0.0f, ks1 < 0.0f, s);
+      } else {
+        head_sums<false>(acc, sm, col0, false, false, s);
+      }
 #pragma unroll
       for (int r = 0; r < kRowsW; ++r) {
 #pragma unroll
