@@ -27,8 +27,8 @@
 //   serves 256 columns); with N <= 128 they take alternate tiles. One's epilogue
 //   overlaps the other's MMA.
 //   With N = 256 the producer gives registers to the consumers (setmaxnreg 88 / 208).
-// Shared memory: Q N x 128 B + 8 x (8 KiB keys + 256 B scales) + 5 x 5 KiB mxfp4 raw
-//   tiles + N weights + metadata (N = 256: 124 KiB).
+// Shared memory: Q N x 128 B + 8 x (8 KiB keys + 256 B scales) + 9 x 5 KiB mxfp4 raw
+//   tiles + N weights + metadata (N = 256: 144 KiB).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -80,7 +80,7 @@ __host__ __device__ constexpr int scorer_stages() {
 template <int kN>
 struct ScorerSmem {
   static constexpr int kStages = scorer_stages<kN>();
-  static constexpr int kRaw = 5;                  // mxfp4 raw tiles (4 in flight + 1 converting)
+  static constexpr int kRaw = 9;                  // mxfp4 raw tiles (8 in flight + 1 converting)
   alignas(1024) uint8_t q[kN * 128];             // [N, 128] query heads (fp8), swizzled
   alignas(1024) uint8_t k[kStages][kTile * 128];  // [S][64, 128] keys (fp8), swizzled
   float kscale[kStages][kTile];
@@ -266,21 +266,43 @@ struct PagedScorer {
   }
 
   // ---------------------------------------------------------------- producer
-  // Tile i's key values and scales in global memory (the tile lies in one page, which
-  // the row checks validated: the pass's union window touches it).
+  // Physical page of tile i (the tile lies in one page, which the row checks validated:
+  // the pass's union window touches it); -1 past the last tile.
+  __device__ static int64_t tile_page(const ScorerArgs& a, const Smem& sm, int i) {
+    if (i >= sm.num_tiles) return -1;
+    const int p = pass_of(sm, i);
+    const PageMap& pm = a.cache.pages;
+    const int64_t index = tile_first(sm, p, i) / pm.page_size;
+    return pm.table == nullptr ? index
+                               : int64_t(pm.table[int64_t(sm.passes[p].request) * pm.table_row_stride + index]);
+  }
+
+  // Page ids 32 tiles ahead of use: lane l holds tile (32 b + l) of the current batch b
+  // and of the next one, so the page-table read never stalls the copy issue.
+  struct PageAhead {
+    int64_t cur, next;
+    __device__ void start(const ScorerArgs& a, const Smem& sm) {
+      const int lane = threadIdx.x & 31;
+      cur = tile_page(a, sm, lane);
+      next = tile_page(a, sm, 32 + lane);
+    }
+    __device__ int64_t page(const ScorerArgs& a, const Smem& sm, int i) {
+      if (i > 0 && (i & 31) == 0) {
+        cur = next;
+        next = tile_page(a, sm, i + 32 + (threadIdx.x & 31));
+      }
+      return __shfl_sync(0xFFFFFFFFu, cur, i & 31);
+    }
+  };
+
+  // Tile i's key values and scales in global memory.
   struct TileSource {
     const uint8_t* values;  // [64, 128 | 64] bytes
     const uint8_t* scales;  // [64] fp32 | [64, 4] UE8M0
   };
-  __device__ static TileSource tile_source(const ScorerArgs& a, const Smem& sm, int i) {
-    const int p = pass_of(sm, i);
-    const int64_t p0 = tile_first(sm, p, i);
-    const PageMap& pm = a.cache.pages;
-    const int64_t ps = pm.page_size;
-    const int64_t index = p0 / ps;
-    const int64_t page =
-        pm.table == nullptr ? index : int64_t(pm.table[int64_t(sm.passes[p].request) * pm.table_row_stride + index]);
-    const int64_t token0 = p0 - index * ps;
+  __device__ static TileSource tile_source(const ScorerArgs& a, const Smem& sm, int i, int64_t page) {
+    const int64_t ps = a.cache.pages.page_size;
+    const int64_t token0 = tile_first(sm, pass_of(sm, i), i) % ps;
     constexpr int kValueBytes = kMx ? 64 : 128;
     const uint8_t* base = static_cast<const uint8_t*>(a.cache.pool) + page * a.cache.page_stride;
     return {base + token0 * kValueBytes, base + ps * kValueBytes + token0 * 4};
@@ -291,9 +313,11 @@ struct PagedScorer {
   // tiles in flight.
   __device__ static void produce_fp8(const ScorerArgs& a, Smem& sm) {
     const int tid = threadIdx.x;  // 0..127
+    PageAhead pages;
+    pages.start(a, sm);
     for (int i = 0; i < sm.num_tiles; ++i) {
       const int stage = i % kStages;
-      const TileSource src = tile_source(a, sm, i);
+      const TileSource src = tile_source(a, sm, i, pages.page(a, sm, i));
       ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
@@ -308,10 +332,10 @@ struct PagedScorer {
   // mxfp4: raw bytes by cp.async into a ring of kRaw tiles, kRawAhead tiles ahead; each
   // thread converts the chunks it copied itself (no barrier among producers), then
   // stores E5M2 swizzled and fences for the tensor cores.
-  __device__ static void issue_raw(const ScorerArgs& a, Smem& sm, int i) {
+  __device__ static void issue_raw(const ScorerArgs& a, Smem& sm, int i, int64_t page) {
     const int tid = threadIdx.x;
     const int slot = i % Smem::kRaw;
-    const TileSource src = tile_source(a, sm, i);
+    const TileSource src = tile_source(a, sm, i, page);
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       const int c = tid + 128 * u;  // block c & 3 of token c >> 2
@@ -324,13 +348,16 @@ struct PagedScorer {
     constexpr int kAhead = Smem::kRaw - 1;
     const int tid = threadIdx.x;
     const int n = sm.num_tiles;
-#pragma unroll
+    PageAhead pages;  // indexed by the tile being issued (kAhead tiles ahead of conversion)
+    pages.start(a, sm);
     for (int j = 0; j < kAhead; ++j) {
-      if (j < n) issue_raw(a, sm, j);
+      const int64_t page = pages.page(a, sm, j);
+      if (j < n) issue_raw(a, sm, j, page);
       ptx::cp_async_commit();
     }
     for (int i = 0; i < n; ++i) {
-      if (i + kAhead < n) issue_raw(a, sm, i + kAhead);
+      const int64_t page = pages.page(a, sm, i + kAhead);
+      if (i + kAhead < n) issue_raw(a, sm, i + kAhead, page);
       ptx::cp_async_commit();
       ptx::cp_async_wait<kAhead>();  // this thread's copies of tile i have landed
       const int stage = i % kStages, slot = i % Smem::kRaw;
