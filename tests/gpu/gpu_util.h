@@ -36,6 +36,9 @@ struct DeviceVector {
     n = count;
     if (cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T)) != cudaSuccess) ptr = nullptr;
     if (ptr) cudaMemset(ptr, poison, std::max<size_t>(n, 1) * sizeof(T));
+    // cudaMemset runs on the legacy default stream, which a non-blocking stream does not
+    // wait for: finish the poison before any operator runs.
+    cudaDeviceSynchronize();
   }
   DeviceVector(const DeviceVector&) = delete;
   DeviceVector& operator=(const DeviceVector&) = delete;
