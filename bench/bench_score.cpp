@@ -1,6 +1,7 @@
 // flashindexer bench: the dense-logits scorer on the GPU against the floors measured
 // in the same run (FP8 GEMM through cuBLASLt for prefill, device copy for decode).
-// One JSON line per point; each carries the command that reproduces it.
+// One JSON line per point and accuracy mode (fp32, the opt-in reduced); each carries
+// the command that reproduces it.
 //
 // Inputs: one request's keys and queries come from the synthetic generator (the
 // preset's format, H, page size); decode batches replicate that request's pages
@@ -53,6 +54,49 @@ struct DeviceBuffers {
     for (void* p : ptrs) cudaFree(p);
   }
 };
+
+// Bytes and flops of one point (for the floors).
+struct Work {
+  double flops, key_bytes, logits_bytes;
+};
+
+int time_point(const ScorePoint& pt, const HostProblem& h, const IndexerProblem& p, const LogitsOutput& out,
+               const Work& w, const BenchOptions& opt, const nlohmann::json& base, double gemm_tflops,
+               double copy_gbps) {
+  Launch l;
+  l.backend = Backend::kCuda;
+  Status run_status;
+  const float ms = median_ms([&] { run_status = dense_logits(p, out, l); }, 3, opt.iters);
+  BENCH_CHECK(cudaDeviceSynchronize());
+  if (!run_status.is_ok()) {
+    std::fprintf(stderr, "%s\n", run_status.to_string().c_str());
+    return 1;
+  }
+  nlohmann::json j = base;
+  j["op"] = "dense_logits";
+  j["impl"] = "flashindexer";
+  j["point"] = pt.name();
+  j["preset"] = pt.preset;
+  j["format"] = h.format == CacheFormat::kMxfp4 ? "mxfp4" : "fp8_e4m3";
+  j["heads"] = h.num_heads;
+  j["rows"] = p.rows.rows();
+  j["context"] = pt.context;
+  j["next_n"] = pt.decode ? pt.next_n : 0;
+  j["accuracy"] = p.accuracy == ScoreAccuracy::kReduced ? "reduced" : "fp32";
+  j["time_ms"] = ms;
+  j["tflops"] = w.flops / (ms * 1e9);
+  j["key_gbps"] = w.key_bytes / (ms * 1e6);
+  j["tensor_floor_ms"] = w.flops / (gemm_tflops * 1e9);
+  j["key_read_floor_ms"] = w.key_bytes / (copy_gbps * 1e6);
+  j["logits_write_floor_ms"] = w.logits_bytes / (copy_gbps * 1e6);
+  j["pct_tensor_floor"] = 100.0 * (w.flops / (gemm_tflops * 1e9)) / ms;
+  j["pct_copy_bw_keys"] = 100.0 * (w.key_bytes / (copy_gbps * 1e6)) / ms;
+  j["l2_resident_keys"] = w.key_bytes < 50e6;
+  j["command"] = "flashindexer bench --json --only " + pt.name();
+  std::printf("%s\n", j.dump().c_str());
+  std::fflush(stdout);
+  return 0;
+}
 
 int run_point(const ScorePoint& pt, const BenchOptions& opt, const nlohmann::json& base, double gemm_tflops,
               double copy_gbps) {
@@ -120,15 +164,6 @@ int run_point(const ScorePoint& pt, const BenchOptions& opt, const nlohmann::jso
   BENCH_CHECK(cudaMalloc(&status, size_t(rows) * 4));
   mem.add(status);
   const LogitsOutput out{logits, pt.context, status};
-  Launch l;
-  l.backend = Backend::kCuda;
-  Status run_status;
-  const float ms = median_ms([&] { run_status = dense_logits(p, out, l); }, 3, opt.iters);
-  BENCH_CHECK(cudaDeviceSynchronize());
-  if (!run_status.is_ok()) {
-    std::fprintf(stderr, "%s\n", run_status.to_string().c_str());
-    return 1;
-  }
   // Work: every scored cell costs 2 H D flops; every request's keys are read once.
   double cells = 0, key_bytes = 0;
   const int64_t tok_bytes = value_bytes_per_token(h.format) + scale_bytes_per_token(h.format);
@@ -141,28 +176,11 @@ int run_point(const ScorePoint& pt, const BenchOptions& opt, const nlohmann::jso
   }
   const double flops = 2.0 * h.num_heads * kHeadDim * cells;
   const double logits_bytes = double(rows) * double(pt.context) * 4;
-  nlohmann::json j = base;
-  j["op"] = "dense_logits";
-  j["impl"] = "flashindexer";
-  j["point"] = pt.name();
-  j["preset"] = pt.preset;
-  j["format"] = h.format == CacheFormat::kMxfp4 ? "mxfp4" : "fp8_e4m3";
-  j["heads"] = h.num_heads;
-  j["rows"] = rows;
-  j["context"] = pt.context;
-  j["next_n"] = pt.decode ? pt.next_n : 0;
-  j["time_ms"] = ms;
-  j["tflops"] = flops / (ms * 1e9);
-  j["key_gbps"] = key_bytes / (ms * 1e6);
-  j["tensor_floor_ms"] = flops / (gemm_tflops * 1e9);
-  j["key_read_floor_ms"] = key_bytes / (copy_gbps * 1e6);
-  j["logits_write_floor_ms"] = logits_bytes / (copy_gbps * 1e6);
-  j["pct_tensor_floor"] = 100.0 * (flops / (gemm_tflops * 1e9)) / ms;
-  j["pct_copy_bw_keys"] = 100.0 * (key_bytes / (copy_gbps * 1e6)) / ms;
-  j["l2_resident_keys"] = key_bytes < 50e6;
-  j["command"] = "flashindexer bench --json --only " + pt.name();
-  std::printf("%s\n", j.dump().c_str());
-  std::fflush(stdout);
+  const Work work{flops, key_bytes, logits_bytes};
+  for (ScoreAccuracy accuracy : {ScoreAccuracy::kFp32, ScoreAccuracy::kReduced}) {
+    p.accuracy = accuracy;
+    if (int rc = time_point(pt, h, p, out, work, opt, base, gemm_tflops, copy_gbps); rc != 0) return rc;
+  }
   return 0;
 }
 
@@ -192,7 +210,8 @@ int bench_score(const BenchOptions& opt) {
     if (opt.full) {
       for (int64_t c : {131072, 196608, 262144}) points.push_back({preset, false, 8192, 1, c});
     }
-    for (int64_t b : {1, 64}) points.push_back({preset, true, b, 1, 65536});
+    points.push_back({preset, true, 64, 1, 65536});
+    if (opt.full) points.push_back({preset, true, 1, 1, 65536});
     if (opt.full) {
       for (int64_t b : {1, 8, 32, 64, 128})
         for (int32_t n : {1, 2})

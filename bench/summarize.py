@@ -10,11 +10,11 @@ def scorer(recs):
     if floors:
         print(f"floors: copy {floors['copy_gbps']:.0f} GB/s, FP8 GEMM {floors['fp8_gemm_tflops']:.0f} TFLOP/s,"
               f" {floors['gpu']}, git {floors['git']}")
-    print(f"{'point':34} {'ms':>9} {'TFLOP/s':>8} {'% tensor':>9} {'key GB/s':>9} {'% copy':>7}")
+    print(f"{'point':34} {'accuracy':8} {'ms':>9} {'TFLOP/s':>8} {'% tensor':>9} {'key GB/s':>9} {'% copy':>7}")
     for r in recs:
         if r.get("op") != "dense_logits":
             continue
-        print(f"{r['point']:34} {r['time_ms']:>9.4f} {r['tflops']:>8.0f} {r['pct_tensor_floor']:>9.1f}"
+        print(f"{r['point']:34} {r.get('accuracy', 'fp32'):8} {r['time_ms']:>9.4f} {r['tflops']:>8.0f} {r['pct_tensor_floor']:>9.1f}"
               f" {r['key_gbps']:>9.0f} {r['pct_copy_bw_keys']:>7.1f}")
 
 

@@ -4,6 +4,7 @@
 #include "cuda/heuristics.h"
 
 namespace {
+using flashindexer::cuda::plan_scorer;
 using flashindexer::cuda::plan_topk;
 
 TEST(Heuristics, ManyRowsUseOneCtaPerRowAndNoWorkspace) {
@@ -27,6 +28,42 @@ TEST(Heuristics, FewLongRowsAreSplitWithBoundedWorkspace) {
 TEST(Heuristics, ShortRowsAreNeverSplit) {
   EXPECT_EQ(plan_topk(1, 4000, 512, 132).splits, 1);
   EXPECT_EQ(plan_topk(0, 100000, 512, 132).splits, 1);
+}
+
+// Every split plan covers [0, max_context) in 64-aligned chunks, each split non-empty.
+void expect_covering(const flashindexer::cuda::ScorerPlan& p, int64_t max_context) {
+  EXPECT_EQ(p.chunk % 64, 0);
+  EXPECT_GE(p.chunk * p.splits, max_context);
+  EXPECT_LT(p.chunk * (p.splits - 1), max_context);
+}
+
+TEST(Heuristics, PrefillScorerGroupsFillTheMmaWidth) {
+  const auto h64 = plan_scorer(false, 8192, 1, 1, 64, 65536, 132);
+  EXPECT_EQ(h64.rows_per_group, 4);  // N = 4 x 64 = 256
+  EXPECT_EQ(h64.group_stride, 4);
+  EXPECT_EQ(h64.groups, 2048);
+  EXPECT_EQ(h64.splits, 1);
+  const auto h32 = plan_scorer(false, 13, 1, 1, 32, 900, 132);
+  EXPECT_EQ(h32.rows_per_group, 8);
+  EXPECT_EQ(h32.groups, 2);  // 13 rows: a full group and a partial one
+  expect_covering(h32, 900);
+}
+
+TEST(Heuristics, DecodeScorerSplitsFewRequestsAcrossTheGpu) {
+  const auto b64 = plan_scorer(true, 64, 1, 64, 64, 65536, 132);
+  EXPECT_EQ(b64.rows_per_group, 1);
+  EXPECT_EQ(b64.groups, 64);
+  EXPECT_GE(b64.ctas(), 2 * 132);
+  expect_covering(b64, 65536);
+  const auto b1 = plan_scorer(true, 1, 1, 1, 64, 65536, 132);
+  EXPECT_EQ(b1.splits, 65536 / flashindexer::cuda::kScorerMinChunk);  // capped by the minimum chunk
+  expect_covering(b1, 65536);
+  const auto n3 = plan_scorer(true, 12, 3, 4, 64, 5000, 132);
+  EXPECT_EQ(n3.rows_per_group, 4);  // next_n 3 rounded up
+  EXPECT_EQ(n3.group_stride, 3);
+  EXPECT_EQ(n3.groups, 4);
+  expect_covering(n3, 5000);
+  EXPECT_EQ(plan_scorer(true, 4, 1, 4, 64, 0, 132).splits, 1);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ TEST(Validation, InvalidInputsTable) {
       {"K = -5", [](auto& p, auto&, auto&) { p.k = -5; }, StatusCode::kUnsupported, "k"},
       {"K too large", [](auto& p, auto&, auto&) { p.k = 1 << 20; }, StatusCode::kUnsupported, "k"},
       {"order", [](auto& p, auto&, auto&) { p.order = static_cast<OutputOrder>(3); }, StatusCode::kInvalidArgument, "order"},
+      {"accuracy", [](auto& p, auto&, auto&) { p.accuracy = static_cast<ScoreAccuracy>(5); }, StatusCode::kInvalidArgument, "accuracy"},
       {"page size 0", [](auto& p, auto&, auto&) { p.cache.pages.page_size = 0; }, StatusCode::kUnsupported, "pages.page_size"},
       {"num_pages 0", [](auto& p, auto&, auto&) { p.cache.pages.num_pages = 0; }, StatusCode::kInvalidArgument, "pages.num_pages"},
       {"table width 0", [](auto& p, auto&, auto&) { p.cache.pages.table_width = 0; }, StatusCode::kInvalidArgument, "pages.table_width"},

@@ -25,6 +25,14 @@ enum class OutputOrder : int {
   kRank = 1,      // descending rank (best first)
 };
 
+// Score accuracy (CONTRACT §4). kFp32 (default): |score - exact| <= 2e-4 * M.
+// kReduced (opt-in): <= 2e-3 * M, for speed; on sm_90a one FP8 WGMMA chain over D
+// (Hopper's truncating FP8 accumulator). The CPU backend meets kFp32 either way.
+enum class ScoreAccuracy : int {
+  kFp32 = 0,
+  kReduced = 1,
+};
+
 enum class Backend : int {
   kAuto = 0,  // the best backend compiled in and usable for the problem
   kCpu = 1,   // reference backend, host pointers

@@ -57,7 +57,7 @@ struct Check {
   std::string first;
 };
 
-Check check_against_oracle(const HostProblem& h, const Logits& g, const Logits& c) {
+Check check_against_oracle(const HostProblem& h, const Logits& g, const Logits& c, double rel = 2e-4) {
   const IndexerProblem p = h.view();
   Check k;
   for (int64_t r = 0; r < p.rows.rows(); ++r) {
@@ -87,7 +87,7 @@ Check check_against_oracle(const HostProblem& h, const Logits& g, const Logits& 
         continue;
       }
       const double err = std::fabs(double(v) - e.score);
-      const double bound = 2e-4 * e.m;
+      const double bound = rel * e.m;
       if (!(err <= bound)) note(s, "score " + std::to_string(v) + " exact " + std::to_string(e.score) + " M " +
                                        std::to_string(e.m));
       if (e.m > 0) k.worst = std::max(k.worst, err / e.m);
@@ -96,12 +96,14 @@ Check check_against_oracle(const HostProblem& h, const Logits& g, const Logits& 
   return k;
 }
 
-void expect_matches_oracle(const HostProblem& h, const std::string& what, int64_t extra_pages = 0) {
-  const DeviceProblem d(h, extra_pages);
+void expect_matches_oracle(const HostProblem& h, const std::string& what, int64_t extra_pages = 0,
+                           ScoreAccuracy accuracy = ScoreAccuracy::kFp32) {
+  DeviceProblem d(h, extra_pages);
   ASSERT_NE(d.pool.ptr, nullptr) << what << ": device pool allocation";
+  d.p.accuracy = accuracy;
   const Logits g = gpu_logits(d.p);
   const Logits c = cpu_logits(h);
-  const Check k = check_against_oracle(h, g, c);
+  const Check k = check_against_oracle(h, g, c, accuracy == ScoreAccuracy::kReduced ? 2e-3 : 2e-4);
   EXPECT_EQ(k.bad, 0) << what << ": " << k.bad << " bad cells of " << k.scored << "; first: " << k.first;
   EXPECT_GT(k.scored, 0) << what;
   std::printf("[ oracle   ] %-44s scored %8lld  worst |err|/M %.3g\n", what.c_str(), (long long)k.scored, k.worst);
@@ -172,6 +174,20 @@ TEST(GpuScorer, NegativeFp8KeyScales) {
       std::memcpy(sc, &v, 4);
     }
   expect_matches_oracle(h, "fp8 negative key scales");
+}
+
+// The opt-in reduced mode (one FP8 WGMMA chain): CONTRACT §4's 2e-3 * M bound.
+TEST(GpuScorer, ReducedAccuracyModeMeetsItsBound) {
+  SKIP_WITHOUT_GPU();
+  for (CacheFormat f : kFormats)
+    for (Generator g : {Generator::kGaussian, Generator::kStructured, Generator::kPlateau, Generator::kSpecials}) {
+      expect_matches_oracle(make(spec(f, g, 22, 2, 1300, 200 + uint64_t(g))),
+                            std::string(name(f)) + " reduced " + to_string(g), 0, ScoreAccuracy::kReduced);
+    }
+  SyntheticSpec d = spec(CacheFormat::kFp8E4M3, Generator::kStructured, 0, 2, 5000, 210);
+  d.form = RowForm::kDecode;
+  d.next_n = 2;
+  expect_matches_oracle(make(d), "fp8 reduced decode", 0, ScoreAccuracy::kReduced);
 }
 
 TEST(GpuScorer, UnalignedQueries) {

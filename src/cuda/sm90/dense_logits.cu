@@ -18,7 +18,7 @@ struct LogitsSink {
   __device__ void put(int64_t row, int64_t pos, float v) const { logits[row * row_stride + pos] = v; }
 };
 
-// Register split for N = 256: 128 x 88 + 256 x 208 <= 65536 (no spills at two tiles in flight).
+// Register split when a consumer holds 128 columns: 128 x 88 + 256 x 208 <= 65536.
 constexpr int kProducerRegs = 88;
 constexpr int kConsumerRegs = 208;
 
@@ -28,10 +28,10 @@ __device__ ScorerSmem<kN>& carve(uint8_t* raw) {
   return *reinterpret_cast<ScorerSmem<kN>*>(p);
 }
 
-template <CacheFormat kFormat, int kHeads, int kRows>
+template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 __global__ void __launch_bounds__(kScorerThreads, 1)
     dense_logits_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ LogitsOutput out) {
-  using Core = PagedScorer<kFormat, kHeads, kRows>;
+  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy>;
   extern __shared__ uint8_t smem_raw[];
   auto& sm = carve<Core::kN>(smem_raw);
   const int64_t cta = blockIdx.x;
@@ -55,10 +55,10 @@ __global__ void __launch_bounds__(kScorerThreads, 1)
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
-    if constexpr (Core::kN == 256) ptx::regs_dealloc<kProducerRegs>();
+    if constexpr (Core::kNw >= 128) ptx::regs_dealloc<kProducerRegs>();
     Core::produce(a, sm);
   } else {
-    if constexpr (Core::kN == 256) ptx::regs_alloc<kConsumerRegs>();
+    if constexpr (Core::kNw >= 128) ptx::regs_alloc<kConsumerRegs>();
     LogitsSink sink{out.logits, out.row_stride};
     Core::consume(sm, wg - 1, sink);
     ptx::named_barrier(1, 256);
@@ -81,7 +81,9 @@ template <CacheFormat kFormat, int kHeads, int kRows>
 cudaError_t launch(const ScorerArgs& a, const LogitsOutput& out, cudaStream_t stream) {
   constexpr int kN = kHeads * kRows;
   constexpr size_t kSmem = scorer_smem_bytes<kN>();
-  auto kernel = dense_logits_kernel<kFormat, kHeads, kRows>;
+  auto kernel = a.accuracy == ScoreAccuracy::kReduced
+                    ? dense_logits_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kReduced>
+                    : dense_logits_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kFp32>;
   // Raising the dynamic shared-memory limit is a per-function attribute; setting it on
   // every call is cheap and keeps the path free of static state.
   if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem));
@@ -131,6 +133,7 @@ cudaError_t dense_logits(const DenseLogitsArgs& args, cudaStream_t stream) {
   a.queries = p.queries;
   a.rows = p.rows;
   a.g = args.plan;
+  a.accuracy = p.accuracy;
   a.q_vec16 = aligned16(p.queries.q) && p.queries.q_row_stride % 16 == 0 && p.queries.q_head_stride % 16 == 0;
   return p.cache.format == CacheFormat::kMxfp4 ? launch_heads<CacheFormat::kMxfp4>(a, args.out, stream)
                                                : launch_heads<CacheFormat::kFp8E4M3>(a, args.out, stream);

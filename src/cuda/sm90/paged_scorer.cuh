@@ -13,7 +13,8 @@
 //   acc[64 x N] = K_tile[64 x 128] * Q_group[N x 128]^T, N = R * H, by four FP8 WGMMA
 //   m64nNk32 steps (A: keys, B: query heads, both K-major with the 128-byte swizzle),
 //   each into a zeroed accumulator, the four partials added in fp32 (Hopper's FP8 MMA
-//   accumulates with a truncated mantissa: one chain over D = 128 misses 2e-4 * M);
+//   accumulates with a truncated mantissa: one chain over D = 128 misses 2e-4 * M; the
+//   opt-in ScoreAccuracy::kReduced mode uses that one chain, 2e-3 * M);
 //   then per position: sum_h w[h] * relu(acc[h]) in fp32, heads in a fixed order (each
 //   thread's 2 * N / 8 columns in column order, then the 4 lanes of a quad, xor 1 then 2),
 //   times the key's scale. relu is positively homogeneous, so the key scale (fp8: the
@@ -26,7 +27,8 @@
 //   consume: with N = 256 both read every tile (128 columns each, so a key tile from L2
 //   serves 256 columns); with N <= 128 they take alternate tiles. One's epilogue
 //   overlaps the other's MMA.
-//   With N = 256 the producer gives registers to the consumers (setmaxnreg 88 / 208).
+//   When a consumer holds 128 columns the producer gives it registers (setmaxnreg 88 / 208);
+//   its weights live in registers.
 // Shared memory: Q N x 128 B + 8 x (8 KiB keys + 256 B scales) + 9 x 5 KiB mxfp4 raw
 //   tiles + N weights + metadata (N = 256: 144 KiB).
 #pragma once
@@ -53,6 +55,7 @@ struct ScorerArgs {
   Rows rows;
   cuda::ScorerPlan g;
   bool q_vec16 = false;  // q pointer and strides 16-byte aligned: vector loads
+  ScoreAccuracy accuracy = ScoreAccuracy::kFp32;
 };
 
 // Per-row state of a group, in shared memory.
@@ -111,7 +114,7 @@ __device__ __forceinline__ float load_weight(const Queries& q, int64_t row, int 
   return w * q.weight_scale;
 }
 
-template <CacheFormat kFormat, int kHeads, int kRows>
+template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 struct PagedScorer {
   static constexpr int kN = kHeads * kRows;
   static constexpr bool kMx = kFormat == CacheFormat::kMxfp4;
@@ -389,19 +392,24 @@ struct PagedScorer {
   }
 
   // ---------------------------------------------------------------- consumers
+  // This thread's weights: columns col0 + 8 b + 2 (lane % 4) + {0, 1}, b < kNw / 8.
+  __device__ static void load_weights(const Smem& sm, int col0, float2 (&w)[kNw / 8]) {
+    const float2* w2 = reinterpret_cast<const float2*>(sm.w + col0);
+#pragma unroll
+    for (int b = 0; b < kNw / 8; ++b) w[b] = w2[4 * b + (threadIdx.x & 3)];
+  }
+
   // Head sums of this thread's two positions for the rows of its warpgroup's columns.
   // kSigned (fp8 keys with a negative scale c, rare): relu(c x) = c min(x, 0).
   template <bool kSigned>
-  __device__ static void head_sums(const float (&acc)[kNw / 2], const Smem& sm, int col0, bool neg0, bool neg1,
+  __device__ static void head_sums(const float (&acc)[kNw / 2], const float2 (&wr)[kNw / 8], bool neg0, bool neg1,
                                    float (&s)[kRowsW][2]) {
-    const int x = threadIdx.x & 3;
-    const float2* w2 = reinterpret_cast<const float2*>(sm.w + col0);
 #pragma unroll
     for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = 0.0f;
 #pragma unroll
     for (int b = 0; b < kNw / 8; ++b) {
       const int r = (b * 8) / kHeads;
-      const float2 w = w2[4 * b + x];
+      const float2 w = wr[b];
       auto relu = [](float v, bool neg) {
         return kSigned && neg ? ptx::min_nan(v, 0.0f) : ptx::max_nan(v, 0.0f);
       };
@@ -414,10 +422,21 @@ struct PagedScorer {
 
   // acc[64 x kNw] = K_tile * Q_cols^T over D = 128. Hopper's FP8 MMA keeps a truncated
   // running sum (error relative to the accumulator, far above fp32 for same-sign
-  // products), so each k32 step starts from zero and the four partial products are
-  // added in fp32 on the CUDA cores: the error stays relative to each k32 partial.
+  // products), so in kFp32 mode each k32 step starts from zero and the four partial
+  // products are added in fp32 on the CUDA cores: the error stays relative to each k32
+  // partial. kReduced: one chain of four steps (2e-3 * M).
   __device__ static void mma_tile(float (&acc)[kNw / 2], float (&part)[kNw / 2], uint64_t desc_k,
                                   uint64_t desc_q) {
+    if constexpr (kAccuracy == ScoreAccuracy::kReduced) {
+      ptx::fence_registers(acc);
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) Wgmma<kNw, kKind>::mma(acc, desc_k + 2 * kk, desc_q + 2 * kk, kk);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_registers(acc);
+      return;
+    }
     ptx::fence_registers(acc);
     ptx::fence_registers(part);
     ptx::wgmma_fence();
@@ -454,9 +473,14 @@ struct PagedScorer {
     const int col0 = kShareTiles ? cw * kNw : 0;
     const int row0 = col0 / kHeads;
     const uint64_t desc_q = ptx::smem_desc_sw128(sm.q + col0 * 128);
+    constexpr int kPart = kAccuracy == ScoreAccuracy::kReduced ? 1 : kNw / 2;  // unused in kReduced
     float acc[kNw / 2], part[kNw / 2];
 #pragma unroll
-    for (int i = 0; i < kNw / 2; ++i) acc[i] = part[i] = 0.0f;
+    for (int i = 0; i < kNw / 2; ++i) acc[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kPart; ++i) part[i] = 0.0f;
+    float2 wr[kNw / 8];
+    load_weights(sm, col0, wr);
     const int first = kShareTiles ? 0 : cw, step = kShareTiles ? 1 : 2;
     for (int i = first; i < sm.num_tiles; i += step) {
       const int stage = i % kStages;
@@ -468,9 +492,9 @@ struct PagedScorer {
 
       float s[kRowsW][2];
       if (!kMx && (ks0 < 0.0f || ks1 < 0.0f)) {
-        head_sums<true>(acc, sm, col0, ks0 < 0.0f, ks1 < 0.0f, s);
+        head_sums<true>(acc, wr, ks0 < 0.0f, ks1 < 0.0f, s);
       } else {
-        head_sums<false>(acc, sm, col0, false, false, s);
+        head_sums<false>(acc, wr, false, false, s);
       }
 #pragma unroll
       for (int r = 0; r < kRowsW; ++r) {
