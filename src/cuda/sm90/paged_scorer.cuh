@@ -46,6 +46,17 @@
 
 namespace flashindexer::sm90 {
 
+// Experiment knobs (build flags, defaults = the tested configuration; see docs/perf.md):
+#ifndef FI_SCORER_PRODUCER_SLEEP_NS
+#define FI_SCORER_PRODUCER_SLEEP_NS 0  // > 0: the producer sleeps between polls of `empty`
+#endif
+#ifndef FI_SCORER_CONSUMER_SLEEP_NS
+#define FI_SCORER_CONSUMER_SLEEP_NS 0  // > 0: consumers sleep between polls of `full`
+#endif
+#ifndef FI_SCORER_PINGPONG
+#define FI_SCORER_PINGPONG 0  // 1: consumers sharing tiles take turns on the tensor cores
+#endif
+
 inline constexpr int kTile = 64;             // positions per tile (WGMMA M)
 inline constexpr int kScorerThreads = 384;   // producer + two consumer warpgroups
 
@@ -124,6 +135,8 @@ struct PagedScorer {
   static constexpr int kNw = kShareTiles ? kN / 2 : kN;      // columns per consumer warpgroup
   static constexpr int kRowsW = kNw / kHeads;                // rows per consumer warpgroup
   static constexpr uint32_t kEmptyArrivals = kShareTiles ? 256 : 128;
+  static constexpr bool kPingPong = FI_SCORER_PINGPONG != 0 && kShareTiles;
+  static constexpr uint32_t kTurnBarrier = 2;  // named barriers 2, 3 (1: consumers' end)
   static_assert(kN % 32 == 0 && kN <= 256 && kRows <= 8, "unsupported group shape");
   using Smem = ScorerSmem<kN>;
 
@@ -321,7 +334,7 @@ struct PagedScorer {
     for (int i = 0; i < sm.num_tiles; ++i) {
       const int stage = i % kStages;
       const TileSource src = tile_source(a, sm, i, pages.page(a, sm, i));
-      ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
+      ptx::mbar_wait_backoff<FI_SCORER_PRODUCER_SLEEP_NS>(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         const int c = tid + 128 * u;  // 16-byte chunk c & 7 of token c >> 3
@@ -364,7 +377,7 @@ struct PagedScorer {
       ptx::cp_async_commit();
       ptx::cp_async_wait<kAhead>();  // this thread's copies of tile i have landed
       const int stage = i % kStages, slot = i % Smem::kRaw;
-      ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
+      ptx::mbar_wait_backoff<FI_SCORER_PRODUCER_SLEEP_NS>(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         const int c = tid + 128 * u, token = c >> 2, block = c & 3;
@@ -482,11 +495,20 @@ struct PagedScorer {
     float2 wr[kNw / 8];
     load_weights(sm, col0, wr);
     const int first = kShareTiles ? 0 : cw, step = kShareTiles ? 1 : 2;
+    // Ping-pong (share mode only: both warpgroups see the same tile sequence): warpgroup 0
+    // takes the first turn; each hands the tensor cores over once its MMAs are done.
+    if constexpr (kPingPong) {
+      if (cw == 1 && sm.num_tiles > 0) ptx::named_barrier_arrive(kTurnBarrier, 256);
+    }
     for (int i = first; i < sm.num_tiles; i += step) {
       const int stage = i % kStages;
-      ptx::mbar_wait(&sm.full[stage], (i / kStages) & 1);
+      ptx::mbar_wait_backoff<FI_SCORER_CONSUMER_SLEEP_NS>(&sm.full[stage], (i / kStages) & 1);
       ptx::fence_proxy_async_smem();  // cp.async (generic proxy) data -> WGMMA (async proxy)
+      if constexpr (kPingPong) ptx::named_barrier(kTurnBarrier + cw, 256);  // my turn
       mma_tile(acc, part, ptx::smem_desc_sw128(sm.k[stage]), desc_q);
+      if constexpr (kPingPong) {  // the other warpgroup's turn (none after its last tile)
+        if (cw == 0 || i + step < sm.num_tiles) ptx::named_barrier_arrive(kTurnBarrier + (cw ^ 1), 256);
+      }
       const float ks0 = sm.kscale[stage][m0], ks1 = sm.kscale[stage][m1];
       ptx::mbar_arrive(&sm.empty[stage]);
 

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (the device tool): builds the scorer once per experiment-knob
+# variant (docs/perf.md, "Leads"), checks each quickly against the oracle and times
+# `flashindexer bench` for each. Everything that comes back is under $OUT:
+# variants.txt (summary) and variants.jsonl (bench lines tagged with "variant").
+#   usage: tools/scorer_variants.sh ["name=NVCC FLAGS" ...]   (default: the perf.md leads)
+# Needs .deps/ carried (tools/device_deps.sh). About 6-8 minutes for four variants.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/flashindexer_out}
+LOGS=/tmp/scorer_variants
+mkdir -p "$OUT" "$LOGS"
+variants=("$@")
+if [ ${#variants[@]} -eq 0 ]; then
+  variants=("base="
+            "sleep=-DFI_SCORER_PRODUCER_SLEEP_NS=256 -DFI_SCORER_CONSUMER_SLEEP_NS=64"
+            "pingpong=-DFI_SCORER_PINGPONG=1"
+            "both=-DFI_SCORER_PINGPONG=1 -DFI_SCORER_PRODUCER_SLEEP_NS=256 -DFI_SCORER_CONSUMER_SLEEP_NS=64")
+fi
+jobs=$(( $(nproc) / ${#variants[@]} ))
+[ "$jobs" -lt 2 ] && jobs=2
+for v in "${variants[@]}"; do  # builds in parallel
+  name=${v%%=*} flags=${v#*=} dir=build/variant_${v%%=*}
+  ( cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHINDEXER_CUDA=ON -DCMAKE_CUDA_FLAGS="$flags" \
+      -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" -DFLASHINDEXER_GTEST_SOURCE="$PWD/.deps/usr/src/googletest" \
+      > "$LOGS/configure_$name.log" 2>&1 &&
+    cmake --build "$dir" -j "$jobs" --target flashindexer_cli flashindexer_tests > "$LOGS/build_$name.log" 2>&1
+  ) || echo "$name: build failed: $(grep -m3 error "$LOGS/build_$name.log")" &
+done
+wait
+: > "$OUT/variants.jsonl"
+for v in "${variants[@]}"; do
+  name=${v%%=*} flags=${v#*=} dir=build/variant_${v%%=*}
+  [ -x "$dir/flashindexer" ] || continue
+  timeout 150 "$dir/tests/flashindexer_tests" --gtest_filter='GpuScorer.SanitizerSmallCases:GpuScorer.ConstantCaseIsExact:GpuScorer.TwentyRerunsBitIdentical:GpuScorer.FailingRowsFailClosed:GpuScorer.GraphReplayWithMutatedMetadata' \
+    > "$LOGS/tests_$name.log" 2>&1 && tests=passed || tests=FAILED
+  timeout 200 "$dir/flashindexer" bench --json ${SCORE_ARGS:-} > "$LOGS/bench_$name.jsonl" 2> "$LOGS/bench_$name.err"
+  sed "s/^{/{\"variant\":\"$name\",\"variant_flags\":\"$flags\",\"variant_tests\":\"$tests\",/" "$LOGS/bench_$name.jsonl" \
+    >> "$OUT/variants.jsonl"
+  { echo "== $name [$flags]: quick GPU tests $tests"; python3 bench/summarize.py "$LOGS/bench_$name.jsonl"; } \
+    | tee -a "$OUT/variants.txt"
+done
