@@ -10,12 +10,16 @@ def scorer(recs):
     if floors:
         print(f"floors: copy {floors['copy_gbps']:.0f} GB/s, FP8 GEMM {floors['fp8_gemm_tflops']:.0f} TFLOP/s,"
               f" {floors['gpu']}, git {floors['git']}")
-    print(f"{'point':34} {'accuracy':8} {'ms':>9} {'TFLOP/s':>8} {'% tensor':>9} {'key GB/s':>9} {'% copy':>7}")
+    torch = {r["point"]: r for r in recs if r.get("impl") == "torch.naive" and r.get("op") == "dense_logits"}
+    print(f"{'point':34} {'accuracy':8} {'ms':>9} {'TFLOP/s':>8} {'% tensor':>9} {'key GB/s':>9} {'% copy':>7}"
+          f" {'torch ms':>9}")
     for r in recs:
-        if r.get("op") != "dense_logits":
+        if r.get("op") != "dense_logits" or r.get("impl") != "flashindexer":
             continue
-        print(f"{r['point']:34} {r.get('accuracy', 'fp32'):8} {r['time_ms']:>9.4f} {r['tflops']:>8.0f} {r['pct_tensor_floor']:>9.1f}"
-              f" {r['key_gbps']:>9.0f} {r['pct_copy_bw_keys']:>7.1f}")
+        t = torch.get(r["point"])
+        print(f"{r['point']:34} {r.get('accuracy', 'fp32'):8} {r['time_ms']:>9.4f} {r['tflops']:>8.0f}"
+              f" {r['pct_tensor_floor']:>9.1f} {r['key_gbps']:>9.0f} {r['pct_copy_bw_keys']:>7.1f}"
+              f" {t['time_ms'] if t else float('nan'):>9.2f}")
 
 
 def main(path):

@@ -33,6 +33,7 @@ for step in $steps; do
       python3 bench/summarize.py "$OUT/bench_topk.jsonl" | tee "$OUT/bench_topk.txt" ;;
     score)
       build/device/flashindexer bench --json ${SCORE_ARGS:-} > "$OUT/bench_score.jsonl" 2> "$OUT/bench_score.err" || rc=1
+      PYTHONUNBUFFERED=1 python3 bench/torch_indexer_baseline.py >> "$OUT/bench_score.jsonl" 2>> "$OUT/bench_score.err" || rc=1
       tail -3 "$OUT/bench_score.err"
       python3 bench/summarize.py "$OUT/bench_score.jsonl" | tee "$OUT/bench_score.txt" ;;
   esac
