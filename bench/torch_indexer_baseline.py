@@ -15,6 +15,8 @@ import sys
 
 import torch
 
+from torch_timing import median_ms
+
 H, D = 64, 128
 # (name, rows_or_batch, decode, context, k)
 POINTS = [
@@ -24,21 +26,6 @@ POINTS = [
     ("v4-pro_decode_b64_n1_c65536", 64, True, 65536, 1024),
 ]
 ROW_CHUNK = 256  # prefill rows per matmul: [256, H, context] bf16 = 2 GiB at 65,536
-
-
-def median_ms(fn, warmup=2, iters=10):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
 
 
 def prefill_scores(q, k, w, ends, out):
@@ -85,8 +72,8 @@ def main():
             score = lambda: prefill_scores(q, keys, w, ends, out)
             rows = n
         torch.cuda.reset_peak_memory_stats()
-        t_score = median_ms(score)
-        t_all = median_ms(lambda: torch.topk(score(), k, dim=1))
+        t_score = median_ms(score, 2, 10)
+        t_all = median_ms(lambda: torch.topk(score(), k, dim=1), 2, 10)
         peak = torch.cuda.max_memory_allocated()
         for op, t in (("dense_logits", t_score), ("dense_logits+topk", t_all)):
             rec = dict(base, op=op, point=name, rows=rows, context=context, k=k, time_ms=t,

@@ -10,6 +10,8 @@ import sys
 
 import torch
 
+from torch_timing import median_ms
+
 POINTS = [
     ("prefill_196k", 8192, 196608, 1024, True),
     ("prefill_64k", 8192, 65536, 2048, False),
@@ -35,21 +37,6 @@ def make(dist, rows, width, gen):
     return x.contiguous()
 
 
-def median_ms(fn, warmup=3, iters=20):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
-
-
 def main():
     only = sys.argv[1] if len(sys.argv) > 1 else None
     gen = torch.Generator(device="cuda")
@@ -61,7 +48,7 @@ def main():
             continue
         for dist in DISTS if all_dists else ["gaussian"]:
             x = make(dist, rows, width, gen)
-            ms = median_ms(lambda: torch.topk(x, k, dim=-1))
+            ms = median_ms(lambda: torch.topk(x, k, dim=-1), 3, 20)
             rec = dict(base, point=name, dist=dist, rows=rows, width=width, k=k, time_ms=ms,
                        gbps=rows * width * 4 / (ms * 1e6),
                        command=f"python3 bench/torch_topk_baseline.py {name}")
