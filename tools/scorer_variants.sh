@@ -4,7 +4,10 @@
 # `flashindexer bench` for each. Everything that comes back is under $OUT:
 # variants.txt (summary) and variants.jsonl (bench lines tagged with "variant").
 #   usage: tools/scorer_variants.sh ["name=NVCC FLAGS" ...]   (default: the perf.md leads)
-# Needs .deps/ carried (tools/device_deps.sh). About 6-8 minutes for four variants.
+# Needs .deps/ carried (tools/device_deps.sh). About 7-9 minutes for five variants; the
+# quick tests include the rerun and graph-replay checks, which a ping-pong bug would break.
+# Variants that change the sums' order (rounds) need the full GpuScorer suite before they
+# become the default.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/flashindexer_out}
@@ -13,10 +16,13 @@ mkdir -p "$OUT" "$LOGS"
 variants=("$@")
 if [ ${#variants[@]} -eq 0 ]; then
   variants=("base="
-            "sleep=-DFI_SCORER_PRODUCER_SLEEP_NS=256 -DFI_SCORER_CONSUMER_SLEEP_NS=64"
             "pingpong=-DFI_SCORER_PINGPONG=1"
-            "both=-DFI_SCORER_PINGPONG=1 -DFI_SCORER_PRODUCER_SLEEP_NS=256 -DFI_SCORER_CONSUMER_SLEEP_NS=64")
+            "rounds=-DFI_SCORER_ROUNDS=1"
+            "rounds_pp=-DFI_SCORER_ROUNDS=1 -DFI_SCORER_PINGPONG=1 -DFI_SCORER_CONSUMER_REGS=224"
+            "rounds_pp_sleep=-DFI_SCORER_ROUNDS=1 -DFI_SCORER_PINGPONG=1 -DFI_SCORER_CONSUMER_REGS=224 -DFI_SCORER_PRODUCER_SLEEP_NS=256 -DFI_SCORER_CONSUMER_SLEEP_NS=64")
 fi
+# Bench points per variant (each prints both accuracy modes); the worst prefill and decode.
+points=${POINTS:-"v32_prefill_8192_c65536 v4-pro_decode_b64_n1_c65536"}
 jobs=$(( $(nproc) / ${#variants[@]} ))
 [ "$jobs" -lt 2 ] && jobs=2
 for v in "${variants[@]}"; do  # builds in parallel
@@ -34,7 +40,10 @@ for v in "${variants[@]}"; do
   [ -x "$dir/flashindexer" ] || continue
   timeout 150 "$dir/tests/flashindexer_tests" --gtest_filter='GpuScorer.SanitizerSmallCases:GpuScorer.ConstantCaseIsExact:GpuScorer.TwentyRerunsBitIdentical:GpuScorer.FailingRowsFailClosed:GpuScorer.GraphReplayWithMutatedMetadata' \
     > "$LOGS/tests_$name.log" 2>&1 && tests=passed || tests=FAILED
-  timeout 200 "$dir/flashindexer" bench --json ${SCORE_ARGS:-} > "$LOGS/bench_$name.jsonl" 2> "$LOGS/bench_$name.err"
+  : > "$LOGS/bench_$name.jsonl"
+  for pt in $points; do
+    timeout 100 "$dir/flashindexer" bench --json --only "$pt" >> "$LOGS/bench_$name.jsonl" 2>> "$LOGS/bench_$name.err"
+  done
   sed "s/^{/{\"variant\":\"$name\",\"variant_flags\":\"$flags\",\"variant_tests\":\"$tests\",/" "$LOGS/bench_$name.jsonl" \
     >> "$OUT/variants.jsonl"
   { echo "== $name [$flags]: quick GPU tests $tests"; python3 bench/summarize.py "$LOGS/bench_$name.jsonl"; } \

@@ -19,8 +19,13 @@ struct LogitsSink {
 };
 
 // Register split when a consumer holds 128 columns: 128 x 88 + 256 x 208 <= 65536.
-constexpr int kProducerRegs = 88;
-constexpr int kConsumerRegs = 208;
+// FI_SCORER_CONSUMER_REGS (experiment knob) moves the split: the producer gets the rest.
+#ifndef FI_SCORER_CONSUMER_REGS
+#define FI_SCORER_CONSUMER_REGS 208
+#endif
+constexpr int kConsumerRegs = FI_SCORER_CONSUMER_REGS;
+constexpr int kProducerRegs = kConsumerRegs == 208 ? 88 : ((65536 - 256 * kConsumerRegs) / 128) & ~7;
+static_assert(kProducerRegs >= 24 && 128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register split");
 
 template <int kN>
 __device__ ScorerSmem<kN>& carve(uint8_t* raw) {

@@ -56,6 +56,9 @@ namespace flashindexer::sm90 {
 #ifndef FI_SCORER_PINGPONG
 #define FI_SCORER_PINGPONG 0  // 1: consumers sharing tiles take turns on the tensor cores
 #endif
+#ifndef FI_SCORER_ROUNDS
+#define FI_SCORER_ROUNDS 0  // 1: kFp32 tiles in 64-column rounds, four accumulators, one wait each
+#endif
 
 inline constexpr int kTile = 64;             // positions per tile (WGMMA M)
 inline constexpr int kScorerThreads = 384;   // producer + two consumer warpgroups
@@ -136,6 +139,8 @@ struct PagedScorer {
   static constexpr int kRowsW = kNw / kHeads;                // rows per consumer warpgroup
   static constexpr uint32_t kEmptyArrivals = kShareTiles ? 256 : 128;
   static constexpr bool kPingPong = FI_SCORER_PINGPONG != 0 && kShareTiles;
+  static constexpr bool kRounds = FI_SCORER_ROUNDS != 0 && kAccuracy == ScoreAccuracy::kFp32;
+  static constexpr int kRoundCols = kNw < 64 ? kNw : 64;  // columns per round (kRounds)
   static constexpr uint32_t kTurnBarrier = 2;  // named barriers 2, 3 (1: consumers' end)
   static_assert(kN % 32 == 0 && kN <= 256 && kRows <= 8, "unsupported group shape");
   using Smem = ScorerSmem<kN>;
@@ -474,6 +479,53 @@ struct PagedScorer {
     for (int i = 0; i < kNw / 2; ++i) acc[i] += part[i];
   }
 
+  // kRounds (experiment): the warpgroup's columns in rounds of kRoundCols; per round the
+  // four k32 steps go to four zeroed accumulators in one commit group (one wait), summed
+  // (p0 + p1) + (p2 + p3) in fp32, then relu, weights and head sums as head_sums().
+  // With kPingPong a turn is one round's MMA issue. `last`: the CTA's last tile.
+  template <bool kSigned>
+  __device__ static void tile_sums_rounds(int cw, uint64_t desc_k, uint64_t desc_q, const float2 (&wr)[kNw / 8],
+                                          bool neg0, bool neg1, bool last, float (&s)[kRowsW][2]) {
+    constexpr int kC = kRoundCols, kR = kC / 2;
+#pragma unroll
+    for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = 0.0f;
+#pragma unroll
+    for (int rd = 0; rd < kNw / kC; ++rd) {
+      float p0[kR], p1[kR], p2[kR], p3[kR];
+      const uint64_t dq = desc_q + uint64_t(rd * kC * 128 / 16);
+      if constexpr (kPingPong) ptx::named_barrier(kTurnBarrier + cw, 256);
+      ptx::wgmma_fence();
+      Wgmma<kC, kKind>::mma(p0, desc_k, dq, 0);
+      Wgmma<kC, kKind>::mma(p1, desc_k + 2, dq + 2, 0);
+      Wgmma<kC, kKind>::mma(p2, desc_k + 4, dq + 4, 0);
+      Wgmma<kC, kKind>::mma(p3, desc_k + 6, dq + 6, 0);
+      ptx::wgmma_commit();
+      if constexpr (kPingPong) {
+        if (cw == 0 || !(last && rd == kNw / kC - 1)) ptx::named_barrier_arrive(kTurnBarrier + (cw ^ 1), 256);
+      }
+      ptx::wgmma_wait<0>();
+      ptx::fence_registers(p0);
+      ptx::fence_registers(p1);
+      ptx::fence_registers(p2);
+      ptx::fence_registers(p3);
+#pragma unroll
+      for (int i = 0; i < kR; ++i) p0[i] = (p0[i] + p1[i]) + (p2[i] + p3[i]);
+#pragma unroll
+      for (int b = 0; b < kC / 8; ++b) {
+        const int blk = rd * (kC / 8) + b;
+        const int r = (blk * 8) / kHeads;
+        const float2 w = wr[blk];
+        auto relu = [](float v, bool neg) {
+          return kSigned && neg ? ptx::min_nan(v, 0.0f) : ptx::max_nan(v, 0.0f);
+        };
+        s[r][0] = fmaf(w.x, relu(p0[4 * b], neg0), s[r][0]);
+        s[r][0] = fmaf(w.y, relu(p0[4 * b + 1], neg0), s[r][0]);
+        s[r][1] = fmaf(w.x, relu(p0[4 * b + 2], neg1), s[r][1]);
+        s[r][1] = fmaf(w.y, relu(p0[4 * b + 3], neg1), s[r][1]);
+      }
+    }
+  }
+
   // Warpgroups 1, 2 (cw = 0, 1). N = 256: both take every tile, each its half of the
   // columns (kNw = 128, whole rows). N <= 128: they take alternate tiles, all columns.
   // sink.put(row, position, score) for every in-window position of the tile's pass.
@@ -486,10 +538,13 @@ struct PagedScorer {
     const int col0 = kShareTiles ? cw * kNw : 0;
     const int row0 = col0 / kHeads;
     const uint64_t desc_q = ptx::smem_desc_sw128(sm.q + col0 * 128);
-    constexpr int kPart = kAccuracy == ScoreAccuracy::kReduced ? 1 : kNw / 2;  // unused in kReduced
+    // acc / part stay untouched (and cost no registers) where unused: part in kReduced,
+    // both with kRounds.
+    constexpr int kAcc = kRounds ? 0 : kNw / 2;
+    constexpr int kPart = kRounds || kAccuracy == ScoreAccuracy::kReduced ? 0 : kNw / 2;
     float acc[kNw / 2], part[kNw / 2];
 #pragma unroll
-    for (int i = 0; i < kNw / 2; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
 #pragma unroll
     for (int i = 0; i < kPart; ++i) part[i] = 0.0f;
     float2 wr[kNw / 8];
@@ -504,19 +559,33 @@ struct PagedScorer {
       const int stage = i % kStages;
       ptx::mbar_wait_backoff<FI_SCORER_CONSUMER_SLEEP_NS>(&sm.full[stage], (i / kStages) & 1);
       ptx::fence_proxy_async_smem();  // cp.async (generic proxy) data -> WGMMA (async proxy)
-      if constexpr (kPingPong) ptx::named_barrier(kTurnBarrier + cw, 256);  // my turn
-      mma_tile(acc, part, ptx::smem_desc_sw128(sm.k[stage]), desc_q);
-      if constexpr (kPingPong) {  // the other warpgroup's turn (none after its last tile)
-        if (cw == 0 || i + step < sm.num_tiles) ptx::named_barrier_arrive(kTurnBarrier + (cw ^ 1), 256);
-      }
-      const float ks0 = sm.kscale[stage][m0], ks1 = sm.kscale[stage][m1];
-      ptx::mbar_arrive(&sm.empty[stage]);
-
-      float s[kRowsW][2];
-      if (!kMx && (ks0 < 0.0f || ks1 < 0.0f)) {
-        head_sums<true>(acc, wr, ks0 < 0.0f, ks1 < 0.0f, s);
+      const uint64_t desc_k = ptx::smem_desc_sw128(sm.k[stage]);
+      float ks0, ks1, s[kRowsW][2];
+      if constexpr (kRounds) {
+        ks0 = sm.kscale[stage][m0];
+        ks1 = sm.kscale[stage][m1];
+        const bool neg = !kMx && (ks0 < 0.0f || ks1 < 0.0f);
+        const bool last = i + step >= sm.num_tiles;
+        if (neg) {
+          tile_sums_rounds<true>(cw, desc_k, desc_q, wr, ks0 < 0.0f, ks1 < 0.0f, last, s);
+        } else {
+          tile_sums_rounds<false>(cw, desc_k, desc_q, wr, false, false, last, s);
+        }
+        ptx::mbar_arrive(&sm.empty[stage]);
       } else {
-        head_sums<false>(acc, wr, false, false, s);
+        if constexpr (kPingPong) ptx::named_barrier(kTurnBarrier + cw, 256);  // my turn
+        mma_tile(acc, part, desc_k, desc_q);
+        if constexpr (kPingPong) {  // the other warpgroup's turn (none after its last tile)
+          if (cw == 0 || i + step < sm.num_tiles) ptx::named_barrier_arrive(kTurnBarrier + (cw ^ 1), 256);
+        }
+        ks0 = sm.kscale[stage][m0];
+        ks1 = sm.kscale[stage][m1];
+        ptx::mbar_arrive(&sm.empty[stage]);
+        if (!kMx && (ks0 < 0.0f || ks1 < 0.0f)) {
+          head_sums<true>(acc, wr, ks0 < 0.0f, ks1 < 0.0f, s);
+        } else {
+          head_sums<false>(acc, wr, false, false, s);
+        }
       }
 #pragma unroll
       for (int r = 0; r < kRowsW; ++r) {
