@@ -25,8 +25,8 @@
 //   full/empty): fp8 bytes by cp.async straight to their swizzled place; mxfp4 by cp.async
 //   into a raw ring, then converted to E5M2 by the thread that copied them; warpgroups 1 and 2
 //   consume: with N = 256 both read every tile (128 columns each, so a key tile from L2
-//   serves 256 columns); with N <= 128 they take alternate tiles. One's epilogue
-//   overlaps the other's MMA.
+//   serves 256 columns); with N <= 128 they take alternate tiles. Nothing orders them yet,
+//   so sharing warpgroups tend to run in lockstep (docs/perf.md; FI_SCORER_PINGPONG).
 //   When a consumer holds 128 columns the producer gives it registers (setmaxnreg 88 / 208);
 //   its weights live in registers.
 // Shared memory: Q N x 128 B + 8 x (8 KiB keys + 256 B scales) + 9 x 5 KiB mxfp4 raw
@@ -78,7 +78,7 @@ struct GroupRow {
   int32_t request;
   int32_t start, end;
   uint32_t status;
-  uint32_t nan;
+  uint32_t nan;    // set-up: OR of the page-check bits; then 1 once a score is NaN
 };
 
 struct ScorePass {
@@ -89,14 +89,11 @@ struct ScorePass {
   int32_t tile_begin;  // index of the pass's first tile in the CTA's tile sequence
 };
 
-template <int kN>
-__host__ __device__ constexpr int scorer_stages() {
-  return 8;
-}
+inline constexpr int kScorerStages = 8;  // key tiles in the ring
 
 template <int kN>
 struct ScorerSmem {
-  static constexpr int kStages = scorer_stages<kN>();
+  static constexpr int kStages = kScorerStages;
   static constexpr int kRaw = 9;                  // mxfp4 raw tiles (8 in flight + 1 converting)
   alignas(1024) uint8_t q[kN * 128];             // [N, 128] query heads (fp8), swizzled
   alignas(1024) uint8_t k[kStages][kTile * 128];  // [S][64, 128] keys (fp8), swizzled
@@ -133,7 +130,7 @@ struct PagedScorer {
   static constexpr int kN = kHeads * kRows;
   static constexpr bool kMx = kFormat == CacheFormat::kMxfp4;
   static constexpr Fp8Kind kKind = kMx ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
-  static constexpr int kStages = scorer_stages<kN>();
+  static constexpr int kStages = kScorerStages;
   static constexpr bool kShareTiles = kN == 256;             // both consumers on every tile
   static constexpr int kNw = kShareTiles ? kN / 2 : kN;      // columns per consumer warpgroup
   static constexpr int kRowsW = kNw / kHeads;                // rows per consumer warpgroup
