@@ -203,6 +203,7 @@ int bench_score(const BenchOptions& opt) {
     j["fp8_gemm_tflops"] = gemm_tflops;
     j["fp8_gemm_shape"] = "8192^3 e4m3 -> bf16, cuBLASLt";
     std::printf("%s\n", j.dump().c_str());
+    std::fflush(stdout);  // kept if a point later hangs and is killed
   }
   std::vector<ScorePoint> points;
   for (const char* preset : {"v32", "v4-pro"}) {

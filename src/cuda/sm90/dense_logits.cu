@@ -18,14 +18,18 @@ struct LogitsSink {
   __device__ void put(int64_t row, int64_t pos, float v) const { logits[row * row_stride + pos] = v; }
 };
 
-// Register split when a consumer holds 128 columns: 128 x 88 + 256 x 208 <= 65536.
+// Register split when a consumer holds 128 columns. setmaxnreg only moves registers within
+// the CTA's launch allocation, 168 per thread (65536 / 384, rounded down to a multiple of
+// 8): 128 x 88 + 256 x 208 = 384 x 168. Asking for more makes setmaxnreg.inc wait forever.
 // FI_SCORER_CONSUMER_REGS (experiment knob) moves the split: the producer gets the rest.
 #ifndef FI_SCORER_CONSUMER_REGS
 #define FI_SCORER_CONSUMER_REGS 208
 #endif
+constexpr int kLaunchRegs = 168;
 constexpr int kConsumerRegs = FI_SCORER_CONSUMER_REGS;
-constexpr int kProducerRegs = kConsumerRegs == 208 ? 88 : ((65536 - 256 * kConsumerRegs) / 128) & ~7;
-static_assert(kProducerRegs >= 24 && 128 * kProducerRegs + 256 * kConsumerRegs <= 65536, "register split");
+constexpr int kProducerRegs = ((kScorerThreads * kLaunchRegs - 256 * kConsumerRegs) / 128) & ~7;
+static_assert(kProducerRegs >= 24 && 128 * kProducerRegs + 256 * kConsumerRegs <= kScorerThreads * kLaunchRegs,
+              "register split beyond the launch allocation");
 
 template <int kN>
 __device__ ScorerSmem<kN>& carve(uint8_t* raw) {

@@ -478,9 +478,27 @@ struct PagedScorer {
 
   // kRounds (experiment): the warpgroup's columns in rounds of kRoundCols; per round the
   // four k32 steps go to four zeroed accumulators in one commit group (one wait), summed
-  // (p0 + p1) + (p2 + p3) in fp32, then relu, weights and head sums as head_sums().
+  // (p0 + p1) + (p2 + p3) in fp32, then relu, weights and head sums as head_sums(). The
+  // WGMMAs are outside any per-thread branch (.aligned: the warpgroup must not diverge).
   // With kPingPong a turn is one round's MMA issue. `last`: the CTA's last tile.
   template <bool kSigned>
+  __device__ static void round_head_sums(const float (&p)[kRoundCols / 2], int rd, const float2 (&wr)[kNw / 8],
+                                         bool neg0, bool neg1, float (&s)[kRowsW][2]) {
+#pragma unroll
+    for (int b = 0; b < kRoundCols / 8; ++b) {
+      const int blk = rd * (kRoundCols / 8) + b;
+      const int r = (blk * 8) / kHeads;
+      const float2 w = wr[blk];
+      auto relu = [](float v, bool neg) {
+        return kSigned && neg ? ptx::min_nan(v, 0.0f) : ptx::max_nan(v, 0.0f);
+      };
+      s[r][0] = fmaf(w.x, relu(p[4 * b], neg0), s[r][0]);
+      s[r][0] = fmaf(w.y, relu(p[4 * b + 1], neg0), s[r][0]);
+      s[r][1] = fmaf(w.x, relu(p[4 * b + 2], neg1), s[r][1]);
+      s[r][1] = fmaf(w.y, relu(p[4 * b + 3], neg1), s[r][1]);
+    }
+  }
+
   __device__ static void tile_sums_rounds(int cw, uint64_t desc_k, uint64_t desc_q, const float2 (&wr)[kNw / 8],
                                           bool neg0, bool neg1, bool last, float (&s)[kRowsW][2]) {
     constexpr int kC = kRoundCols, kR = kC / 2;
@@ -507,18 +525,10 @@ struct PagedScorer {
       ptx::fence_registers(p3);
 #pragma unroll
       for (int i = 0; i < kR; ++i) p0[i] = (p0[i] + p1[i]) + (p2[i] + p3[i]);
-#pragma unroll
-      for (int b = 0; b < kC / 8; ++b) {
-        const int blk = rd * (kC / 8) + b;
-        const int r = (blk * 8) / kHeads;
-        const float2 w = wr[blk];
-        auto relu = [](float v, bool neg) {
-          return kSigned && neg ? ptx::min_nan(v, 0.0f) : ptx::max_nan(v, 0.0f);
-        };
-        s[r][0] = fmaf(w.x, relu(p0[4 * b], neg0), s[r][0]);
-        s[r][0] = fmaf(w.y, relu(p0[4 * b + 1], neg0), s[r][0]);
-        s[r][1] = fmaf(w.x, relu(p0[4 * b + 2], neg1), s[r][1]);
-        s[r][1] = fmaf(w.y, relu(p0[4 * b + 3], neg1), s[r][1]);
+      if (!kMx && (neg0 || neg1)) {
+        round_head_sums<true>(p0, rd, wr, neg0, neg1, s);
+      } else {
+        round_head_sums<false>(p0, rd, wr, false, false, s);
       }
     }
   }
@@ -561,13 +571,7 @@ struct PagedScorer {
       if constexpr (kRounds) {
         ks0 = sm.kscale[stage][m0];
         ks1 = sm.kscale[stage][m1];
-        const bool neg = !kMx && (ks0 < 0.0f || ks1 < 0.0f);
-        const bool last = i + step >= sm.num_tiles;
-        if (neg) {
-          tile_sums_rounds<true>(cw, desc_k, desc_q, wr, ks0 < 0.0f, ks1 < 0.0f, last, s);
-        } else {
-          tile_sums_rounds<false>(cw, desc_k, desc_q, wr, false, false, last, s);
-        }
+        tile_sums_rounds(cw, desc_k, desc_q, wr, ks0 < 0.0f, ks1 < 0.0f, i + step >= sm.num_tiles, s);
         ptx::mbar_arrive(&sm.empty[stage]);
       } else {
         if constexpr (kPingPong) ptx::named_barrier(kTurnBarrier + cw, 256);  // my turn
