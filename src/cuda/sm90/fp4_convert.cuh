@@ -9,9 +9,11 @@
 // permute for the signs: 6 integer ops per 4 elements. Slower exact path otherwise.
 #pragma once
 
-#include <cuda_fp8.h>
-
 #include <cstdint>
+
+#include "e2m1_e5m2.h"
+
+#include <cuda_fp8.h>
 
 namespace flashindexer::sm90 {
 
@@ -26,13 +28,6 @@ __device__ __forceinline__ float ue8m0_value(uint32_t e) {
 __device__ __forceinline__ uint32_t max_block_exponent(uint32_t scales4) {
   const uint32_t b0 = scales4 & 0xFF, b1 = (scales4 >> 8) & 0xFF, b2 = (scales4 >> 16) & 0xFF, b3 = scales4 >> 24;
   return max(max(b0, b1), max(b2, b3));
-}
-
-// Four E2M1 codes (the low 16 bits of `codes`, code i in nibble i) to four E5M2 bytes.
-__device__ __forceinline__ uint32_t e2m1x4_to_e5m2(uint32_t codes, uint32_t lut_lo, uint32_t lut_hi) {
-  const uint32_t mag = __byte_perm(lut_lo, lut_hi, codes & 0x7777);
-  const uint32_t sgn = __byte_perm(0u, 0x80808080u, (codes & 0x8888) >> 1);
-  return mag | sgn;
 }
 
 __device__ __forceinline__ uint32_t e2m1_slow(uint32_t codes4, int shift) {
@@ -56,10 +51,8 @@ __device__ __forceinline__ uint32_t e2m1_slow(uint32_t codes4, int shift) {
 __device__ __forceinline__ void e2m1_block_to_e5m2(const uint4& in, uint32_t shift, uint4& lo, uint4& hi) {
   const uint32_t w[4] = {in.x, in.y, in.z, in.w};
   uint32_t o[8];
-  if (shift <= 13) {
-    // E5M2 magnitudes of E2M1 codes 0..7 {0, .5, 1, 1.5, 2, 3, 4, 6}, exponent field - shift.
-    const uint32_t lut_lo = 0x3E3C3800u - shift * 0x04040400u;
-    const uint32_t lut_hi = 0x46444240u - shift * 0x04040404u;
+  if (shift <= kE5m2FastMaxShift) {
+    const uint32_t lut_lo = e5m2_lut_lo(shift), lut_hi = e5m2_lut_hi(shift);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       o[2 * k] = e2m1x4_to_e5m2(w[k], lut_lo, lut_hi);
