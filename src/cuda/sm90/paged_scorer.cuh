@@ -56,6 +56,9 @@ namespace flashindexer::sm90 {
 #ifndef FI_SCORER_PINGPONG
 #define FI_SCORER_PINGPONG 0  // 1: consumers sharing tiles take turns on the tensor cores
 #endif
+#ifndef FI_SCORER_CHAIN2
+#define FI_SCORER_CHAIN2 0  // 1: kFp32 as two tensor-core chains of two k32 steps (1 wait, 1 add)
+#endif
 #ifndef FI_SCORER_ROUNDS
 #define FI_SCORER_ROUNDS 0  // 1: kFp32 tiles in 64-column rounds, four accumulators, one wait each
 #endif
@@ -442,6 +445,24 @@ struct PagedScorer {
   // partial. kReduced: one chain of four steps (2e-3 * M).
   __device__ static void mma_tile(float (&acc)[kNw / 2], float (&part)[kNw / 2], uint64_t desc_k,
                                   uint64_t desc_q) {
+    if constexpr (FI_SCORER_CHAIN2 != 0 && kAccuracy == ScoreAccuracy::kFp32) {
+      // Experiment: acc = k0 + k1 and part = k2 + k3 on the tensor cores, one wait, then
+      // acc += part. Truncation relative to a 64-element partial: measure before use.
+      ptx::fence_registers(acc);
+      ptx::fence_registers(part);
+      ptx::wgmma_fence();
+      Wgmma<kNw, kKind>::mma(acc, desc_k, desc_q, 0);
+      Wgmma<kNw, kKind>::mma(acc, desc_k + 2, desc_q + 2, 1);
+      Wgmma<kNw, kKind>::mma(part, desc_k + 4, desc_q + 4, 0);
+      Wgmma<kNw, kKind>::mma(part, desc_k + 6, desc_q + 6, 1);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_registers(acc);
+      ptx::fence_registers(part);
+#pragma unroll
+      for (int i = 0; i < kNw / 2; ++i) acc[i] += part[i];
+      return;
+    }
     if constexpr (kAccuracy == ScoreAccuracy::kReduced) {
       ptx::fence_registers(acc);
       ptx::wgmma_fence();
