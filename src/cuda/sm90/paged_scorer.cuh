@@ -42,6 +42,7 @@
 #include "flashindexer/problem.h"
 #include "fp4_convert.cuh"
 #include "ptx.cuh"
+#include "score_passes.h"
 #include "wgmma_fp8.cuh"
 
 namespace flashindexer::sm90 {
@@ -63,7 +64,7 @@ namespace flashindexer::sm90 {
 #define FI_SCORER_ROUNDS 0  // 1: kFp32 tiles in 64-column rounds, four accumulators, one wait each
 #endif
 
-inline constexpr int kTile = 64;             // positions per tile (WGMMA M)
+inline constexpr int kTile = kScoreTile;     // positions per tile (WGMMA M)
 inline constexpr int kScorerThreads = 384;   // producer + two consumer warpgroups
 
 struct ScorerArgs {
@@ -73,23 +74,6 @@ struct ScorerArgs {
   cuda::ScorerPlan g;
   bool q_vec16 = false;  // q pointer and strides 16-byte aligned: vector loads
   ScoreAccuracy accuracy = ScoreAccuracy::kFp32;
-};
-
-// Per-row state of a group, in shared memory.
-struct GroupRow {
-  int64_t row;     // global row index, -1 if absent
-  int32_t request;
-  int32_t start, end;
-  uint32_t status;
-  uint32_t nan;    // set-up: OR of the page-check bits; then 1 once a score is NaN
-};
-
-struct ScorePass {
-  uint32_t mask;       // rows of the group scored in this pass
-  int32_t request;
-  int64_t first;       // first tile position (64-aligned)
-  int32_t tiles;
-  int32_t tile_begin;  // index of the pass's first tile in the CTA's tile sequence
 };
 
 inline constexpr int kScorerStages = 8;  // key tiles in the ring
@@ -184,41 +168,10 @@ struct PagedScorer {
       gr.nan = 0;
     }
     __syncthreads();
-    if (tid == 0) plan_passes(sm, c0, c1);
+    if (tid == 0) plan_score_passes<kRows>(sm.rows, c0, c1, sm.passes, &sm.num_passes, &sm.num_tiles);
     load_queries(a, sm);
     ptx::fence_proxy_async_smem();
     __syncthreads();
-  }
-
-  // Passes: rows grouped by request, each pass over the union of its rows' windows
-  // within [c0, c1), in 64-aligned tiles.
-  __device__ static void plan_passes(Smem& sm, int64_t c0, int64_t c1) {
-    uint32_t done = 0;
-    for (int r = 0; r < kRows; ++r)
-      if (sm.rows[r].row < 0 || sm.rows[r].status != 0 || sm.rows[r].end <= sm.rows[r].start) done |= 1u << r;
-    int np = 0, tiles = 0;
-    while (done != (1u << kRows) - 1) {
-      const int first = __ffs(~done) - 1;
-      ScorePass ps{0, sm.rows[first].request, 0, 0, tiles};
-      int64_t lo = INT64_MAX, hi = 0;
-      for (int r = first; r < kRows; ++r) {
-        if ((done >> r) & 1 || sm.rows[r].request != ps.request) continue;
-        ps.mask |= 1u << r;
-        lo = min(lo, int64_t(sm.rows[r].start));
-        hi = max(hi, int64_t(sm.rows[r].end));
-      }
-      done |= ps.mask;
-      lo = max(lo, c0);
-      hi = min(hi, c1);
-      if (lo < hi) {
-        ps.first = lo / kTile * kTile;
-        ps.tiles = int32_t((hi - ps.first + kTile - 1) / kTile);
-      }
-      tiles += ps.tiles;
-      sm.passes[np++] = ps;
-    }
-    sm.num_passes = np;
-    sm.num_tiles = tiles;
   }
 
   // Q heads of the group's rows as fp8 [N, 128] (swizzled) and the weights [N].
