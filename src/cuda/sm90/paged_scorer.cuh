@@ -370,25 +370,32 @@ struct PagedScorer {
     for (int b = 0; b < kNw / 8; ++b) w[b] = w2[4 * b + (threadIdx.x & 3)];
   }
 
-  // Head sums of this thread's two positions for the rows of its warpgroup's columns.
+  // Adds this thread's share of the head sums of its two positions: columns of blocks
+  // [blk0, blk0 + kCols / 8) of its warpgroup, in column order (acc holds those columns).
   // kSigned (fp8 keys with a negative scale c, rare): relu(c x) = c min(x, 0).
-  template <bool kSigned>
-  __device__ static void head_sums(const float (&acc)[kNw / 2], const float2 (&wr)[kNw / 8], bool neg0, bool neg1,
-                                   float (&s)[kRowsW][2]) {
+  template <bool kSigned, int kCols>
+  __device__ static void add_head_sums(const float (&acc)[kCols / 2], int blk0, const float2 (&wr)[kNw / 8],
+                                       bool neg0, bool neg1, float (&s)[kRowsW][2]) {
+    auto relu = [](float v, bool neg) { return kSigned && neg ? ptx::min_nan(v, 0.0f) : ptx::max_nan(v, 0.0f); };
 #pragma unroll
-    for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = 0.0f;
-#pragma unroll
-    for (int b = 0; b < kNw / 8; ++b) {
-      const int r = (b * 8) / kHeads;
-      const float2 w = wr[b];
-      auto relu = [](float v, bool neg) {
-        return kSigned && neg ? ptx::min_nan(v, 0.0f) : ptx::max_nan(v, 0.0f);
-      };
+    for (int b = 0; b < kCols / 8; ++b) {
+      const int blk = blk0 + b;
+      const int r = (blk * 8) / kHeads;
+      const float2 w = wr[blk];
       s[r][0] = fmaf(w.x, relu(acc[4 * b], neg0), s[r][0]);
       s[r][0] = fmaf(w.y, relu(acc[4 * b + 1], neg0), s[r][0]);
       s[r][1] = fmaf(w.x, relu(acc[4 * b + 2], neg1), s[r][1]);
       s[r][1] = fmaf(w.y, relu(acc[4 * b + 3], neg1), s[r][1]);
     }
+  }
+
+  // Head sums of this thread's two positions for the rows of its warpgroup's columns.
+  template <bool kSigned>
+  __device__ static void head_sums(const float (&acc)[kNw / 2], const float2 (&wr)[kNw / 8], bool neg0, bool neg1,
+                                   float (&s)[kRowsW][2]) {
+#pragma unroll
+    for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = 0.0f;
+    add_head_sums<kSigned, kNw>(acc, 0, wr, neg0, neg1, s);
   }
 
   // acc[64 x kNw] = K_tile * Q_cols^T over D = 128. Hopper's FP8 MMA keeps a truncated
@@ -452,27 +459,9 @@ struct PagedScorer {
 
   // kRounds (experiment): the warpgroup's columns in rounds of kRoundCols; per round the
   // four k32 steps go to four zeroed accumulators in one commit group (one wait), summed
-  // (p0 + p1) + (p2 + p3) in fp32, then relu, weights and head sums as head_sums(). The
+  // (p0 + p1) + (p2 + p3) in fp32, then relu, weights and head sums (add_head_sums). The
   // WGMMAs are outside any per-thread branch (.aligned: the warpgroup must not diverge).
   // With kPingPong a turn is one round's MMA issue. `last`: the CTA's last tile.
-  template <bool kSigned>
-  __device__ static void round_head_sums(const float (&p)[kRoundCols / 2], int rd, const float2 (&wr)[kNw / 8],
-                                         bool neg0, bool neg1, float (&s)[kRowsW][2]) {
-#pragma unroll
-    for (int b = 0; b < kRoundCols / 8; ++b) {
-      const int blk = rd * (kRoundCols / 8) + b;
-      const int r = (blk * 8) / kHeads;
-      const float2 w = wr[blk];
-      auto relu = [](float v, bool neg) {
-        return kSigned && neg ? ptx::min_nan(v, 0.0f) : ptx::max_nan(v, 0.0f);
-      };
-      s[r][0] = fmaf(w.x, relu(p[4 * b], neg0), s[r][0]);
-      s[r][0] = fmaf(w.y, relu(p[4 * b + 1], neg0), s[r][0]);
-      s[r][1] = fmaf(w.x, relu(p[4 * b + 2], neg1), s[r][1]);
-      s[r][1] = fmaf(w.y, relu(p[4 * b + 3], neg1), s[r][1]);
-    }
-  }
-
   __device__ static void tile_sums_rounds(int cw, uint64_t desc_k, uint64_t desc_q, const float2 (&wr)[kNw / 8],
                                           bool neg0, bool neg1, bool last, float (&s)[kRowsW][2]) {
     constexpr int kC = kRoundCols, kR = kC / 2;
@@ -500,9 +489,9 @@ struct PagedScorer {
 #pragma unroll
       for (int i = 0; i < kR; ++i) p0[i] = (p0[i] + p1[i]) + (p2[i] + p3[i]);
       if (!kMx && (neg0 || neg1)) {
-        round_head_sums<true>(p0, rd, wr, neg0, neg1, s);
+        add_head_sums<true, kC>(p0, rd * (kC / 8), wr, neg0, neg1, s);
       } else {
-        round_head_sums<false>(p0, rd, wr, false, false, s);
+        add_head_sums<false, kC>(p0, rd * (kC / 8), wr, false, false, s);
       }
     }
   }
