@@ -37,10 +37,10 @@ void check_random_groups(uint32_t seed) {
       ASSERT_EQ(seen & ps.mask, 0u) << "a row in two passes";
       seen |= ps.mask;
       ASSERT_NE(ps.mask, 0u);
-      ASSERT_EQ(ps.first % kScoreTile, 0);
+      ASSERT_EQ(ps.first % flashindexer::cuda::kScorerTile, 0);
       if (ps.tiles > 0) {
-        ASSERT_GE(ps.first, c0 / kScoreTile * kScoreTile);
-        ASSERT_LT(ps.first + int64_t(ps.tiles - 1) * kScoreTile, c1) << "a tile past the split";
+        ASSERT_GE(ps.first, c0 / flashindexer::cuda::kScorerTile * flashindexer::cuda::kScorerTile);
+        ASSERT_LT(ps.first + int64_t(ps.tiles - 1) * flashindexer::cuda::kScorerTile, c1) << "a tile past the split";
       }
       for (int r = 0; r < kRows; ++r)
         if ((ps.mask >> r) & 1) ASSERT_EQ(rows[r].request, ps.request);
@@ -58,7 +58,7 @@ void check_random_groups(uint32_t seed) {
           ASSERT_TRUE((passes[owner].mask >> other) & 1);
       const ScorePass& ps = passes[owner];
       for (int64_t s = std::max<int64_t>(rows[r].start, c0); s < std::min<int64_t>(rows[r].end, c1); ++s)
-        ASSERT_TRUE(s >= ps.first && s < ps.first + int64_t(ps.tiles) * kScoreTile)
+        ASSERT_TRUE(s >= ps.first && s < ps.first + int64_t(ps.tiles) * flashindexer::cuda::kScorerTile)
             << "position " << s << " of row " << r << " not covered, trial " << trial;
     }
   }

@@ -64,7 +64,6 @@ namespace flashindexer::sm90 {
 #define FI_SCORER_ROUNDS 0  // 1: kFp32 tiles in 64-column rounds, four accumulators, one wait each
 #endif
 
-inline constexpr int kTile = kScoreTile;     // positions per tile (WGMMA M)
 inline constexpr int kScorerThreads = 384;   // producer + two consumer warpgroups
 
 struct ScorerArgs {
@@ -83,10 +82,10 @@ struct ScorerSmem {
   static constexpr int kStages = kScorerStages;
   static constexpr int kRaw = 9;                  // mxfp4 raw tiles (8 in flight + 1 converting)
   alignas(1024) uint8_t q[kN * 128];             // [N, 128] query heads (fp8), swizzled
-  alignas(1024) uint8_t k[kStages][kTile * 128];  // [S][64, 128] keys (fp8), swizzled
-  float kscale[kStages][kTile];
-  alignas(16) uint8_t raw[kRaw][kTile * 64];     // mxfp4: [64, 64] packed E2M1 as stored
-  uint32_t raw_scale[kRaw][kTile * 4];           // mxfp4: the token scale word of each chunk
+  alignas(1024) uint8_t k[kStages][cuda::kScorerTile * 128];  // [S][64, 128] keys (fp8), swizzled
+  float kscale[kStages][cuda::kScorerTile];
+  alignas(16) uint8_t raw[kRaw][cuda::kScorerTile * 64];     // mxfp4: [64, 64] packed E2M1 as stored
+  uint32_t raw_scale[kRaw][cuda::kScorerTile * 4];           // mxfp4: the token scale word of each chunk
   float w[kN];                                    // [N] weights (times the q scale for mxfp4)
   uint64_t full[kStages];
   uint64_t empty[kStages];
@@ -236,7 +235,7 @@ struct PagedScorer {
     return p;
   }
   __device__ static int64_t tile_first(const Smem& sm, int p, int i) {
-    return sm.passes[p].first + int64_t(i - sm.passes[p].tile_begin) * kTile;
+    return sm.passes[p].first + int64_t(i - sm.passes[p].tile_begin) * cuda::kScorerTile;
   }
 
   // ---------------------------------------------------------------- producer

@@ -11,14 +11,13 @@
 #include <cstdint>
 
 #include "../../core/host_device.h"
+#include "../heuristics.h"
 
 #if !defined(__CUDA_ARCH__)
 #include <bit>
 #endif
 
 namespace flashindexer::sm90 {
-
-inline constexpr int kScoreTile = 64;  // positions per tile
 
 // Per-row state of a group (shared memory on the GPU).
 struct GroupRow {
@@ -67,8 +66,8 @@ FI_HD void plan_score_passes(const GroupRow* rows, int64_t c0, int64_t c1, Score
     lo = c0 > lo ? c0 : lo;
     hi = c1 < hi ? c1 : hi;
     if (lo < hi) {
-      ps.first = lo / kScoreTile * kScoreTile;
-      ps.tiles = int32_t((hi - ps.first + kScoreTile - 1) / kScoreTile);
+      ps.first = lo / cuda::kScorerTile * cuda::kScorerTile;
+      ps.tiles = int32_t((hi - ps.first + cuda::kScorerTile - 1) / cuda::kScorerTile);
     }
     tiles += ps.tiles;
     passes[np++] = ps;
