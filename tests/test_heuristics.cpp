@@ -66,4 +66,23 @@ TEST(Heuristics, DecodeScorerSplitsFewRequestsAcrossTheGpu) {
   EXPECT_EQ(plan_scorer(true, 4, 1, 4, 64, 0, 132).splits, 1);
 }
 
+// The fused operator's workspace is rows x max_splits x K keys: max_splits bounds the
+// splits of every max_context and does not depend on it (CONTRACT §6).
+TEST(Heuristics, ScorerMaxSplitsBoundsSplitsIndependentlyOfContext) {
+  for (const int64_t rows : {1, 3, 64, 200, 1052, 8192}) {
+    for (const bool decode : {false, true}) {
+      const int32_t requests = decode ? int32_t(rows) : 1;
+      const auto ref = plan_scorer(decode, rows, 1, requests, 64, 4096, 132);
+      for (const int64_t ctx : {int64_t(0), int64_t(64), int64_t(8192), int64_t(262144), int64_t(1) << 22}) {
+        const auto p = plan_scorer(decode, rows, 1, requests, 64, ctx, 132);
+        EXPECT_LE(p.splits, p.max_splits) << rows << " rows, context " << ctx;
+        EXPECT_EQ(p.max_splits, ref.max_splits) << rows << " rows, context " << ctx;
+      }
+      // 8 K + 8 bytes per (row, split) at K = 2048: within CONTRACT §6's 64 MiB.
+      EXPECT_LE(ref.max_splits > 1 ? rows * ref.max_splits * (8 * 2048 + 8) : 0, int64_t(64) << 20) << rows;
+    }
+  }
+  EXPECT_EQ(plan_scorer(false, 8192, 1, 1, 64, 262144, 132).max_splits, 1);  // prefill: no workspace
+}
+
 }  // namespace

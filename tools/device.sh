@@ -23,7 +23,7 @@ for step in $steps; do
     sanitize)
       for tool in memcheck racecheck; do
         compute-sanitizer --tool "$tool" --error-exitcode 9 build/device/tests/flashindexer_tests \
-          --gtest_filter='GpuTopK.SanitizerSmallCases:GpuScorer.SanitizerSmallCases' \
+          --gtest_filter='GpuTopK.SanitizerSmallCases:GpuScorer.SanitizerSmallCases:GpuFused.SanitizerSmallCases' \
           > "$OUT/sanitize_$tool.log" 2>&1 || rc=1
         echo "compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/sanitize_$tool.log" | tail -2 | tr '\n' ' ')"
       done ;;

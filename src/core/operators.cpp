@@ -21,6 +21,9 @@ Status pick(Backend wanted, const void* data, const auto& supports, const Backen
       return Status(StatusCode::kBackendUnavailable, "backend cuda: not compiled in (no nvcc at build time)");
     const BackendInfo info = cuda->info();
     if (!info.usable) return Status(StatusCode::kBackendUnavailable, "backend cuda: " + info.detail);
+    if (data != nullptr && !cuda->addresses(data))
+      return Status(StatusCode::kInvalidArgument,
+                    "backend cuda: expected device memory for the cache pool / logits, got a host pointer");
     *out = cuda;
   } else if (wanted == Backend::kAuto) {
     const bool use_cuda = cuda != nullptr && cuda->info().usable && cuda->addresses(data) && supports(*cuda).is_ok();

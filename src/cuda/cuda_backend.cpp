@@ -2,8 +2,8 @@
 //
 // Device discovery, the pointer check used by Backend::kAuto, launch planning
 // (heuristics.h) and the calls into the sm_90a kernels (src/cuda/sm90/).
-// Implemented: dense logits (paged_scorer.cuh) and TopK over logits. Not yet: the
-// fused operator, which answers kUnsupported with a reason.
+// Implemented: dense logits (paged_scorer.cuh), TopK over logits and the fused operator
+// (fused_topk.cu, the same scorer with a selecting sink).
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -14,6 +14,7 @@
 #include "heuristics.h"
 #include "sm90/arch_probe.h"
 #include "sm90/dense_logits.h"
+#include "sm90/fused_topk.h"
 #include "sm90/topk_over_logits.h"
 
 namespace flashindexer {
@@ -23,6 +24,7 @@ namespace {
 struct Device {
   BackendInfo info{Backend::kCuda, true, false, ""};
   int num_sms = 0;
+  size_t smem_optin = 0;  // opt-in shared memory per block (bytes)
 };
 
 Device discover() {
@@ -56,12 +58,8 @@ Device discover() {
   info.usable = true;
   info.detail = name;
   d.num_sms = prop.multiProcessorCount;
+  d.smem_optin = prop.sharedMemPerBlockOptin;
   return d;
-}
-
-Status not_yet(const char* what) {
-  return Status(StatusCode::kUnsupported,
-                std::string(what) + " is not implemented on sm_90a yet; use backend cpu (host pointers)");
 }
 
 Status launch_status(cudaError_t e, const char* what) {
@@ -83,7 +81,6 @@ class CudaBackend final : public BackendImpl {
   }
 
   Status supports(const IndexerProblem& p, Operator op) const override {
-    if (op != Operator::kDenseLogits) return not_yet(to_string(op));
     if (p.cache.pages.page_size % kScorerTile != 0)
       return Status(StatusCode::kUnsupported, "cache.pages.page_size: expected a multiple of 64 on sm_90a, got " +
                                                   std::to_string(p.cache.pages.page_size));
@@ -94,6 +91,20 @@ class CudaBackend final : public BackendImpl {
     if (plan.ctas() > INT32_MAX)
       return Status(StatusCode::kUnsupported, "rows x splits: expected <= 2147483647 CTAs on sm_90a, got " +
                                                   std::to_string(plan.ctas()));
+    if (op == Operator::kFusedTopK) {
+      if (p.k > kTopKMaxK)
+        return Status(StatusCode::kUnsupported, "k: expected 1.." + std::to_string(kTopKMaxK) +
+                                                    " for fused_topk on sm_90a, got " + std::to_string(p.k));
+      const int32_t cap = sm90::fused_topk_capacity(p.cache.format, p.queries.num_heads, plan.rows_per_group,
+                                                    device().smem_optin);
+      const int32_t need = sm90::fused_topk_min_capacity(p.k, p.queries.num_heads, plan.rows_per_group);
+      if (cap < need)
+        return Status(StatusCode::kUnsupported,
+                      "k: fused_topk on sm_90a holds " + std::to_string(cap) + " candidates per row for H = " +
+                          std::to_string(p.queries.num_heads) + " with " + std::to_string(plan.rows_per_group) +
+                          " rows per group in shared memory; k = " + std::to_string(p.k) + " needs " +
+                          std::to_string(need));
+    }
     return Status::ok();
   }
   Status supports(const TopKProblem& p) const override {
@@ -105,7 +116,9 @@ class CudaBackend final : public BackendImpl {
                                                   std::to_string(p.k));
     return Status::ok();
   }
-  size_t workspace_bytes(const IndexerProblem&, Operator, const Launch&) const override { return 0; }
+  size_t workspace_bytes(const IndexerProblem& p, Operator op, const Launch&) const override {
+    return op == Operator::kFusedTopK ? sm90::fused_topk_workspace_bytes(p, scorer_plan(p)) : 0;
+  }
   size_t workspace_bytes(const TopKProblem& p, const Launch&) const override {
     return plan_topk(p.rows.rows(), p.rows.max_context, p.k, device().num_sms).workspace_bytes;
   }
@@ -120,8 +133,9 @@ class CudaBackend final : public BackendImpl {
                               l.workspace};
     return launch_status(sm90::topk_over_logits(args, static_cast<cudaStream_t>(l.stream)), "topk_over_logits");
   }
-  Status fused_topk(const IndexerProblem&, const TopKOutputs&, const Launch&) const override {
-    return not_yet("fused_topk");
+  Status fused_topk(const IndexerProblem& p, const TopKOutputs& out, const Launch& l) const override {
+    const sm90::FusedTopKArgs args{&p, out, scorer_plan(p), l.workspace, device().smem_optin};
+    return launch_status(sm90::fused_topk(args, static_cast<cudaStream_t>(l.stream)), "fused_topk");
   }
 
  private:

@@ -45,6 +45,7 @@ struct ScorerPlan {
   int32_t group_stride = 1;    // rows between the first rows of consecutive groups
   int64_t groups = 0;
   int32_t splits = 1;          // CTAs per group
+  int32_t max_splits = 1;      // splits for any max_context (sizes the fused workspace)
   int64_t chunk = kScorerTile; // positions per split, a multiple of kScorerTile
   int64_t ctas() const { return groups * splits; }
 };
@@ -61,9 +62,11 @@ inline ScorerPlan plan_scorer(bool decode, int64_t rows, int32_t next_n, int32_t
     plan.group_stride = plan.rows_per_group;
     plan.groups = (rows + plan.rows_per_group - 1) / plan.rows_per_group;
   }
-  if (plan.groups <= 0 || max_context <= 0) return plan;
+  if (plan.groups <= 0) return plan;
   const int64_t target = 2 * int64_t(std::max(num_sms, 1));
   const int64_t by_groups = (target + plan.groups - 1) / plan.groups;
+  plan.max_splits = int32_t(std::clamp<int64_t>(by_groups, 1, 1 << 16));
+  if (max_context <= 0) return plan;
   const int64_t by_width = std::max<int64_t>(1, max_context / kScorerMinChunk);
   const int64_t splits = std::clamp<int64_t>(std::min(by_groups, by_width), 1, 1 << 16);
   const int64_t per = (max_context + splits - 1) / splits;

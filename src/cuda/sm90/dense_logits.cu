@@ -13,36 +13,18 @@ namespace flashindexer::sm90 {
 namespace {
 
 struct LogitsSink {
+  static constexpr bool kLockstep = false;
   float* logits;
   int64_t row_stride;
-  __device__ void put(int64_t row, int64_t pos, float v) const { logits[row * row_stride + pos] = v; }
+  __device__ void put(int, int64_t row, int64_t pos, float v) const { logits[row * row_stride + pos] = v; }
 };
-
-// Register split when a consumer holds 128 columns. setmaxnreg only moves registers within
-// the CTA's launch allocation, 168 per thread (65536 / 384, rounded down to a multiple of
-// 8): 128 x 88 + 256 x 208 = 384 x 168. Asking for more makes setmaxnreg.inc wait forever.
-// FI_SCORER_CONSUMER_REGS (experiment knob) moves the split: the producer gets the rest.
-#ifndef FI_SCORER_CONSUMER_REGS
-#define FI_SCORER_CONSUMER_REGS 208
-#endif
-constexpr int kLaunchRegs = 168;
-constexpr int kConsumerRegs = FI_SCORER_CONSUMER_REGS;
-constexpr int kProducerRegs = ((kScorerThreads * kLaunchRegs - 256 * kConsumerRegs) / 128) & ~7;
-static_assert(kProducerRegs >= 24 && 128 * kProducerRegs + 256 * kConsumerRegs <= kScorerThreads * kLaunchRegs,
-              "register split beyond the launch allocation");
-
-template <int kN>
-__device__ ScorerSmem<kN>& carve(uint8_t* raw) {
-  const uintptr_t p = (reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023);
-  return *reinterpret_cast<ScorerSmem<kN>*>(p);
-}
 
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 __global__ void __launch_bounds__(kScorerThreads, 1)
     dense_logits_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ LogitsOutput out) {
   using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy>;
   extern __shared__ uint8_t smem_raw[];
-  auto& sm = carve<Core::kN>(smem_raw);
+  auto& sm = carve<typename Core::Smem>(smem_raw);
   const int64_t cta = blockIdx.x;
   const int64_t group = a.g.groups - 1 - cta / a.g.splits;
   const int64_t c0 = (cta % a.g.splits) * a.g.chunk;
@@ -89,7 +71,7 @@ __global__ void __launch_bounds__(kScorerThreads, 1)
 template <CacheFormat kFormat, int kHeads, int kRows>
 cudaError_t launch(const ScorerArgs& a, const LogitsOutput& out, cudaStream_t stream) {
   constexpr int kN = kHeads * kRows;
-  constexpr size_t kSmem = scorer_smem_bytes<kN>();
+  constexpr size_t kSmem = scorer_smem_bytes<kN, kFormat == CacheFormat::kMxfp4>();
   auto kernel = a.accuracy == ScoreAccuracy::kReduced
                     ? dense_logits_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kReduced>
                     : dense_logits_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kFp32>;
@@ -102,32 +84,11 @@ cudaError_t launch(const ScorerArgs& a, const LogitsOutput& out, cudaStream_t st
   return cudaGetLastError();
 }
 
-template <CacheFormat kFormat, int kHeads>
-cudaError_t launch_rows(const ScorerArgs& a, const LogitsOutput& out, cudaStream_t stream) {
-  switch (a.g.rows_per_group) {
-    case 1: return launch<kFormat, kHeads, 1>(a, out, stream);
-    case 2: return launch<kFormat, kHeads, 2>(a, out, stream);
-    case 4: return launch<kFormat, kHeads, 4>(a, out, stream);
-    case 8:
-      if constexpr (kHeads == 32) return launch<kFormat, kHeads, 8>(a, out, stream);
-      [[fallthrough]];
-    default: return cudaErrorInvalidConfiguration;
-  }
-}
-
-template <CacheFormat kFormat>
-cudaError_t launch_heads(const ScorerArgs& a, const LogitsOutput& out, cudaStream_t stream) {
-  return a.queries.num_heads == 64 ? launch_rows<kFormat, 64>(a, out, stream)
-                                   : launch_rows<kFormat, 32>(a, out, stream);
-}
-
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
-bool dense_logits_instantiated(CacheFormat, int32_t heads, int32_t rows_per_group) {
-  if (heads != 32 && heads != 64) return false;
-  return rows_per_group == 1 || rows_per_group == 2 || rows_per_group == 4 || (rows_per_group == 8 && heads == 32);
+bool dense_logits_instantiated(CacheFormat format, int32_t heads, int32_t rows_per_group) {
+  return with_scorer_shape(format, heads, rows_per_group, false,
+                           [&]<CacheFormat kF, int kH, int kR>() { return kH * kR <= 256; });
 }
 
 cudaError_t dense_logits(const DenseLogitsArgs& args, cudaStream_t stream) {
@@ -137,15 +98,11 @@ cudaError_t dense_logits(const DenseLogitsArgs& args, cudaStream_t stream) {
     if (cudaError_t e = cudaMemsetAsync(args.out.status, 0, size_t(rows) * sizeof(uint32_t), stream); e != cudaSuccess)
       return e;
   if (args.plan.ctas() == 0) return cudaSuccess;
-  ScorerArgs a;
-  a.cache = p.cache;
-  a.queries = p.queries;
-  a.rows = p.rows;
-  a.g = args.plan;
-  a.accuracy = p.accuracy;
-  a.q_vec16 = aligned16(p.queries.q) && p.queries.q_row_stride % 16 == 0 && p.queries.q_head_stride % 16 == 0;
-  return p.cache.format == CacheFormat::kMxfp4 ? launch_heads<CacheFormat::kMxfp4>(a, args.out, stream)
-                                               : launch_heads<CacheFormat::kFp8E4M3>(a, args.out, stream);
+  const ScorerArgs a = scorer_args(p, args.plan);
+  return with_scorer_shape(p.cache.format, p.queries.num_heads, args.plan.rows_per_group,
+                           cudaErrorInvalidConfiguration, [&]<CacheFormat kF, int kH, int kR>() {
+                             return launch<kF, kH, kR>(a, args.out, stream);
+                           });
 }
 
 }  // namespace flashindexer::sm90

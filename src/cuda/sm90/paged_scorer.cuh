@@ -29,13 +29,18 @@
 //   so sharing warpgroups tend to run in lockstep (docs/perf.md; FI_SCORER_PINGPONG).
 //   When a consumer holds 128 columns the producer gives it registers (setmaxnreg 88 / 208);
 //   its weights live in registers.
-// Shared memory: Q N x 128 B + 8 x (8 KiB keys + 256 B scales) + 9 x 5 KiB mxfp4 raw
-//   tiles + N weights + metadata (N = 256: 144 KiB).
+// Sinks: put(r, row, position, score) for every in-window score (r: the row's index in
+//   the group). A sink with kLockstep also gets step(sm, t) from all 256 consumer threads
+//   at the start of every tile (N = 256) or pair of tiles (N <= 128), so it can run
+//   group-wide work (the fused operator's compactions) between the steps' puts.
+// Shared memory: Q N x 128 B + 8 x (8 KiB keys + 256 B scales) + N weights + metadata;
+//   mxfp4 adds a raw ring of 9 x 5 KiB tiles (N = 256: fp8 99 KiB, mxfp4 144 KiB).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "../../core/row_window.h"
 #include "../heuristics.h"
@@ -75,17 +80,60 @@ struct ScorerArgs {
   ScoreAccuracy accuracy = ScoreAccuracy::kFp32;
 };
 
+// Host: the kernel arguments of a problem under a plan.
+inline ScorerArgs scorer_args(const IndexerProblem& p, const cuda::ScorerPlan& plan) {
+  auto aligned16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  ScorerArgs a;
+  a.cache = p.cache;
+  a.queries = p.queries;
+  a.rows = p.rows;
+  a.g = plan;
+  a.accuracy = p.accuracy;
+  a.q_vec16 = aligned16(p.queries.q) && p.queries.q_row_stride % 16 == 0 && p.queries.q_head_stride % 16 == 0;
+  return a;
+}
+
+// Host: calls fn.template operator()<kFormat, kHeads, kRows>() for a shape that has scorer
+// kernels (H 32 or 64; rows per group 1, 2, 4, and 8 with H = 32); otherwise returns `none`.
+template <class R, class Fn>
+R with_scorer_shape(CacheFormat format, int32_t heads, int32_t rows, R none, Fn&& fn) {
+  auto by_rows = [&]<CacheFormat kF, int kH>() -> R {
+    switch (rows) {
+      case 1: return fn.template operator()<kF, kH, 1>();
+      case 2: return fn.template operator()<kF, kH, 2>();
+      case 4: return fn.template operator()<kF, kH, 4>();
+      case 8:
+        if constexpr (kH == 32) return fn.template operator()<kF, kH, 8>();
+        return none;
+      default: return none;
+    }
+  };
+  auto by_heads = [&]<CacheFormat kF>() -> R {
+    if (heads == 64) return by_rows.template operator()<kF, 64>();
+    if (heads == 32) return by_rows.template operator()<kF, 32>();
+    return none;
+  };
+  return format == CacheFormat::kMxfp4 ? by_heads.template operator()<CacheFormat::kMxfp4>()
+                                       : by_heads.template operator()<CacheFormat::kFp8E4M3>();
+}
+
 inline constexpr int kScorerStages = 8;  // key tiles in the ring
 
-template <int kN>
+// mxfp4 only: raw key tiles as stored, before their conversion to E5M2.
+struct Mxfp4RawRing {
+  static constexpr int kRaw = 9;                             // 8 in flight + 1 converting
+  alignas(16) uint8_t raw[kRaw][cuda::kScorerTile * 64];     // [64, 64] packed E2M1
+  uint32_t raw_scale[kRaw][cuda::kScorerTile * 4];           // the token scale word of each chunk
+};
+struct NoRawRing {};
+
+template <int kN, bool kMx>
 struct ScorerSmem {
   static constexpr int kStages = kScorerStages;
-  static constexpr int kRaw = 9;                  // mxfp4 raw tiles (8 in flight + 1 converting)
   alignas(1024) uint8_t q[kN * 128];             // [N, 128] query heads (fp8), swizzled
   alignas(1024) uint8_t k[kStages][cuda::kScorerTile * 128];  // [S][64, 128] keys (fp8), swizzled
   float kscale[kStages][cuda::kScorerTile];
-  alignas(16) uint8_t raw[kRaw][cuda::kScorerTile * 64];     // mxfp4: [64, 64] packed E2M1 as stored
-  uint32_t raw_scale[kRaw][cuda::kScorerTile * 4];           // mxfp4: the token scale word of each chunk
+  std::conditional_t<kMx, Mxfp4RawRing, NoRawRing> ring;
   float w[kN];                                    // [N] weights (times the q scale for mxfp4)
   uint64_t full[kStages];
   uint64_t empty[kStages];
@@ -95,9 +143,9 @@ struct ScorerSmem {
   int32_t num_tiles;
 };
 
-template <int kN>
+template <int kN, bool kMx>
 constexpr size_t scorer_smem_bytes() {
-  return sizeof(ScorerSmem<kN>) + 1024;  // + alignment slack of the dynamic base
+  return sizeof(ScorerSmem<kN, kMx>) + 1024;  // + alignment slack of the dynamic base
 }
 
 __device__ __forceinline__ float load_weight(const Queries& q, int64_t row, int h) {
@@ -109,6 +157,26 @@ __device__ __forceinline__ float load_weight(const Queries& q, int64_t row, int 
     w = __int_as_float(int(uint32_t(static_cast<const uint16_t*>(q.weights)[i]) << 16));
   }
   return w * q.weight_scale;
+}
+
+// Register split when a consumer holds 128 columns. setmaxnreg only moves registers within
+// the CTA's launch allocation, 168 per thread (65536 / 384, rounded down to a multiple of
+// 8): 128 x 88 + 256 x 208 = 384 x 168. Asking for more makes setmaxnreg.inc wait forever.
+// FI_SCORER_CONSUMER_REGS (experiment knob) moves the split: the producer gets the rest.
+#ifndef FI_SCORER_CONSUMER_REGS
+#define FI_SCORER_CONSUMER_REGS 208
+#endif
+inline constexpr int kLaunchRegs = 168;
+inline constexpr int kConsumerRegs = FI_SCORER_CONSUMER_REGS;
+inline constexpr int kProducerRegs = ((kScorerThreads * kLaunchRegs - 256 * kConsumerRegs) / 128) & ~7;
+static_assert(kProducerRegs >= 24 && 128 * kProducerRegs + 256 * kConsumerRegs <= kScorerThreads * kLaunchRegs,
+              "register split beyond the launch allocation");
+
+// The scorer's shared memory at the first 1024-byte boundary of the dynamic base.
+template <class Smem>
+__device__ Smem& carve(uint8_t* raw) {
+  const uintptr_t p = (reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023);
+  return *reinterpret_cast<Smem*>(p);
 }
 
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
@@ -126,7 +194,7 @@ struct PagedScorer {
   static constexpr int kRoundCols = kNw < 64 ? kNw : 64;  // columns per round (kRounds)
   static constexpr uint32_t kTurnBarrier = 2;  // named barriers 2, 3 (1: consumers' end)
   static_assert(kN % 32 == 0 && kN <= 256 && kRows <= 8, "unsupported group shape");
-  using Smem = ScorerSmem<kN>;
+  using Smem = ScorerSmem<kN, kMx>;
 
   // ---------------------------------------------------------------- set-up
   // Resolves and validates the group's rows, plans the passes, loads Q and weights,
@@ -307,18 +375,18 @@ struct PagedScorer {
   // stores E5M2 swizzled and fences for the tensor cores.
   __device__ static void issue_raw(const ScorerArgs& a, Smem& sm, int i, int64_t page) {
     const int tid = threadIdx.x;
-    const int slot = i % Smem::kRaw;
+    const int slot = i % Mxfp4RawRing::kRaw;
     const TileSource src = tile_source(a, sm, i, page);
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       const int c = tid + 128 * u;  // block c & 3 of token c >> 2
-      ptx::cp_async16(sm.raw[slot] + c * 16, src.values + c * 16);
-      ptx::cp_async4(&sm.raw_scale[slot][c], src.scales + (c >> 2) * 4);
+      ptx::cp_async16(sm.ring.raw[slot] + c * 16, src.values + c * 16);
+      ptx::cp_async4(&sm.ring.raw_scale[slot][c], src.scales + (c >> 2) * 4);
     }
   }
 
   __device__ static void produce_mx(const ScorerArgs& a, Smem& sm) {
-    constexpr int kAhead = Smem::kRaw - 1;
+    constexpr int kAhead = Mxfp4RawRing::kRaw - 1;
     const int tid = threadIdx.x;
     const int n = sm.num_tiles;
     PageAhead pages;  // indexed by the tile being issued (kAhead tiles ahead of conversion)
@@ -333,13 +401,13 @@ struct PagedScorer {
       if (i + kAhead < n) issue_raw(a, sm, i + kAhead, page);
       ptx::cp_async_commit();
       ptx::cp_async_wait<kAhead>();  // this thread's copies of tile i have landed
-      const int stage = i % kStages, slot = i % Smem::kRaw;
+      const int stage = i % kStages, slot = i % Mxfp4RawRing::kRaw;
       ptx::mbar_wait_backoff<FI_SCORER_PRODUCER_SLEEP_NS>(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         const int c = tid + 128 * u, token = c >> 2, block = c & 3;
-        const uint4 v = *reinterpret_cast<const uint4*>(sm.raw[slot] + c * 16);
-        const uint32_t s4 = sm.raw_scale[slot][c];
+        const uint4 v = *reinterpret_cast<const uint4*>(sm.ring.raw[slot] + c * 16);
+        const uint32_t s4 = sm.ring.raw_scale[slot][c];
         const uint32_t emax = max_block_exponent(s4);
         uint4 lo, hi;
         e2m1_block_to_e5m2(v, emax - ((s4 >> (8 * block)) & 0xFF), lo, hi);
@@ -497,7 +565,8 @@ struct PagedScorer {
 
   // Warpgroups 1, 2 (cw = 0, 1). N = 256: both take every tile, each its half of the
   // columns (kNw = 128, whole rows). N <= 128: they take alternate tiles, all columns.
-  // sink.put(row, position, score) for every in-window position of the tile's pass.
+  // sink.put(r, row, position, score) for every in-window position of the tile's pass;
+  // lockstep sinks: sink.step(sm, t) before each step (see the file comment).
   template <class Sink>
   __device__ static void consume(Smem& sm, int cw, Sink& sink) {
     const int t = threadIdx.x - 128;  // 0..255
@@ -524,7 +593,14 @@ struct PagedScorer {
     if constexpr (kPingPong) {
       if (cw == 1 && sm.num_tiles > 0) ptx::named_barrier_arrive(kTurnBarrier, 256);
     }
-    for (int i = first; i < sm.num_tiles; i += step) {
+    // Lockstep: every consumer thread runs the same number of steps (with N <= 128 the
+    // second warpgroup skips a missing last tile of an odd count but still steps).
+    const int steps = Sink::kLockstep ? (kShareTiles ? sm.num_tiles : (sm.num_tiles + 1) / 2) : 0;
+    for (int j = 0, i = first; Sink::kLockstep ? j < steps : i < sm.num_tiles; ++j, i += step) {
+      if constexpr (Sink::kLockstep) {
+        sink.step(sm, t);
+        if (i >= sm.num_tiles) continue;
+      }
       const int stage = i % kStages;
       ptx::mbar_wait_backoff<FI_SCORER_CONSUMER_SLEEP_NS>(&sm.full[stage], (i / kStages) & 1);
       ptx::fence_proxy_async_smem();  // cp.async (generic proxy) data -> WGMMA (async proxy)
@@ -571,12 +647,12 @@ struct PagedScorer {
         if (pos0 >= gr.start && pos0 < gr.end) {
           const float v = s[rw][0] * ks0;
           nan |= isnan(v);
-          sink.put(gr.row, pos0, v);
+          sink.put(r, gr.row, pos0, v);
         }
         if (pos1 >= gr.start && pos1 < gr.end) {
           const float v = s[rw][1] * ks1;
           nan |= isnan(v);
-          sink.put(gr.row, pos1, v);
+          sink.put(r, gr.row, pos1, v);
         }
         if (nan) sm.rows[r].nan = 1;
       }

@@ -173,17 +173,8 @@ __device__ void write_row(const TopKArgs& a, int64_t row, const RowWindow& w, ui
   }
 }
 
-struct SplitWorkspace {
-  uint64_t* keys;    // [rows, splits, K]
-  uint32_t* counts;  // [rows, splits]
-  uint32_t* nan;     // [rows, splits]
-};
-
-__device__ SplitWorkspace split_workspace(const TopKArgs& a) {
-  const int64_t slots = a.rows.rows() * a.splits;
-  auto* keys = static_cast<uint64_t*>(a.workspace);
-  auto* counts = reinterpret_cast<uint32_t*>(keys + slots * a.k);
-  return {keys, counts, counts + slots};
+__device__ SplitCandidates split_workspace(const TopKArgs& a) {
+  return SplitCandidates::in(a.workspace, a.rows.rows(), a.splits, a.k);
 }
 
 // splits == 1: the whole row, final outputs. splits > 1: one chunk, local top K to the workspace.
@@ -208,7 +199,7 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_rows_kernel(c
     const int64_t s1 = s0 + chunk < w.end ? s0 + chunk : w.end;
     const bool nan = s0 < s1 && scan_logits(sel, row_ptr, s0, s1, a.k);
     const int32_t n = sel.reduce();
-    const SplitWorkspace ws = split_workspace(a);
+    const SplitCandidates ws = split_workspace(a);
     const int64_t slot = row * a.splits + blockIdx.y;
     for (int32_t i = threadIdx.x; i < n; i += kBlock) ws.keys[slot * a.k + i] = sel.candidates()[i];
     if (threadIdx.x == 0) {
@@ -226,7 +217,7 @@ __global__ void __launch_bounds__(kBlock, 2) topk_merge_kernel(const TopKArgs a)
   const int64_t row = blockIdx.x;
   BlockSelector sel(st, a.k);
   const RowWindow w = check_row(a, row, &scratch);
-  const SplitWorkspace ws = split_workspace(a);
+  const SplitCandidates ws = split_workspace(a);
   bool nan = false;
   if (w.status == 0) {
     for (int s = 0; s < a.splits; ++s) {
@@ -283,6 +274,15 @@ cudaError_t topk_over_logits(const TopKArgs& a, cudaStream_t stream) {
     return cudaGetLastError();
   }
   topk_rows_kernel<false><<<dim3(unsigned(rows), unsigned(a.splits)), kBlock, smem, stream>>>(a);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  return topk_merge_splits(a, stream);
+}
+
+cudaError_t topk_merge_splits(const TopKArgs& a, cudaStream_t stream) {
+  const int64_t rows = a.rows.rows();
+  if (rows == 0) return cudaSuccess;
+  const size_t smem = sizeof(BlockSelectStorage);
+  if (cudaError_t e = configure_kernels(smem); e != cudaSuccess) return e;
   topk_merge_kernel<<<unsigned(rows), kBlock, smem, stream>>>(a);
   return cudaGetLastError();
 }

@@ -19,7 +19,29 @@ struct TopKArgs {
   void* workspace;            // splits > 1: rows * splits * (8 K + 8) bytes
 };
 
+// The workspace of split rows: each (row, split) slot holds the split's exact local top K
+// (or all of its positions when it has fewer), unsorted, as rank keys.
+struct SplitCandidates {
+  uint64_t* keys;    // [rows, splits, K]
+  uint32_t* counts;  // [rows, splits]
+  uint32_t* nan;     // [rows, splits] 1 if a score of the split was NaN
+  static size_t bytes(int64_t rows, int splits, int32_t k) {
+    return size_t(rows) * size_t(splits) * (size_t(k) * 8 + 8);
+  }
+  static __host__ __device__ SplitCandidates in(void* workspace, int64_t rows, int splits, int32_t k) {
+    const int64_t slots = rows * splits;
+    auto* keys = static_cast<uint64_t*>(workspace);
+    auto* counts = reinterpret_cast<uint32_t*>(keys + slots * k);
+    return {keys, counts, counts + slots};
+  }
+};
+
 // Enqueues the selection on `stream`; returns the launch error, if any.
 cudaError_t topk_over_logits(const TopKArgs& args, cudaStream_t stream);
+
+// Enqueues only the exact merge of args.splits local top-K lists per row (SplitCandidates
+// in args.workspace) into the final outputs; args.logits is not read. The fused operator's
+// split rows end here.
+cudaError_t topk_merge_splits(const TopKArgs& args, cudaStream_t stream);
 
 }  // namespace flashindexer::sm90

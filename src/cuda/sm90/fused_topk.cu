@@ -1,0 +1,238 @@
+// flashindexer sm_90a: the fused indexer TopK (CONTRACT §1-§6): scores and the exact TopK
+// in one pass, never writing the [rows, context] score matrix.
+//
+// Purpose: positions, slots, scores, counts and status of the K best positions of every
+//   row, bit-identical to dense_logits.cu followed by topk_over_logits.cu: the scores come
+//   from the same scoring core under the same plan (paged_scorer.cuh: same bits), and the
+//   selection is exact under the same rank keys (rank_key.h), so sets, order and every
+//   output agree.
+// Algorithm: a scorer CTA (a group of R rows, one split of the positions) with a selecting
+//   sink. Each row owns a buffer of `cap` rank keys in shared memory and a threshold tau
+//   (the K-th best key at its last compaction; 0 before): a score whose rank key beats tau
+//   is appended (shared atomic). The sink steps in lockstep with both consumer warpgroups:
+//   at the start of each step (a tile; a pair of tiles when N <= 128) a bar.red.or vote asks
+//   whether a row has less than one step of room left; then the 256 consumer threads compact
+//   it: the exact K-th key (radix_select.cuh), keep exactly K, raise tau. Exact and bounded
+//   by construction; the producer keeps filling the key ring meanwhile. Finish, per row:
+//   a last compaction to min(K, n), then
+//   - one split: bitonic sort by position or rank, outputs written as TopK's write_row does;
+//   - several splits: the local top K to the workspace (SplitCandidates), merged by the
+//     merge kernel of topk_over_logits.cu (the one TopK's split rows use).
+// Warp roles: the scorer's (warpgroup 0 produces, 1-2 consume); selection, finish and
+//   output writes run on the 256 consumer threads (named barrier 1).
+// Shared memory: the scorer's (N = 256: fp8 99 KiB, mxfp4 144 KiB) + 8 KiB of radix
+//   histogram + R x cap x 8 B of candidates, cap = what fits under the opt-in limit.
+#include "../../core/rank_key.h"
+#include "fused_topk.h"
+#include "paged_scorer.cuh"
+#include "radix_select.cuh"
+#include "topk_over_logits.h"
+
+namespace flashindexer::sm90 {
+namespace {
+
+constexpr int kConsumers = 256;
+using ConsumerSync = NamedSync<1, kConsumers>;
+using Select = RadixSelect<kConsumers, ConsumerSync>;
+
+template <int kRows>
+struct SelectState {
+  Select::Storage select;
+  uint64_t tau[kRows];    // a row's threshold: only keys above it are appended
+  uint32_t count[kRows];  // a row's candidates
+};
+
+// Offsets from the scorer's (1024-aligned) shared memory: selection state, then the
+// candidates [R, cap] (rank keys).
+template <class Smem, int kRows>
+struct FusedLayout {
+  static constexpr size_t kState = (sizeof(Smem) + 15) / 16 * 16;
+  static constexpr size_t kKeys = kState + (sizeof(SelectState<kRows>) + 15) / 16 * 16;
+  static constexpr size_t kFixed = 1024 + kKeys;  // + the alignment slack of the dynamic base
+  static size_t bytes(int32_t cap) { return kFixed + size_t(kRows) * size_t(cap) * 8; }
+};
+
+struct FusedParams {
+  TopKOutputs out;
+  int32_t k;
+  int32_t cap;         // candidate keys per row
+  bool by_rank;        // output order
+  SplitCandidates ws;  // splits > 1
+};
+
+// At most this many puts per row between two steps: one tile (N = 256), two (N <= 128).
+constexpr uint32_t step_puts(int heads, int rows) { return heads * rows == 256 ? 64u : 128u; }
+
+template <int kRows, uint32_t kStepPuts>
+struct SelectSink {
+  static constexpr bool kLockstep = true;
+  SelectState<kRows>& st;
+  uint64_t* keys;  // [kRows, cap]
+  int32_t cap, k;
+
+  // A step starts with every row holding <= cap - kStepPuts keys, so appends stay in bounds.
+  __device__ void put(int r, int64_t, int64_t pos, float v) {
+    const uint64_t rk = rank_key(v, int32_t(pos));
+    if (rk > st.tau[r]) keys[size_t(r) * cap + atomicAdd(&st.count[r], 1u)] = rk;
+  }
+
+  template <class Smem>
+  __device__ void step(Smem&, int t) {
+    const uint32_t limit = uint32_t(cap) - kStepPuts;
+    const bool full = t < kRows && st.count[t] > limit;
+    if (!ptx::named_barrier_or(1, kConsumers, full)) return;
+    for (int r = 0; r < kRows; ++r)  // every thread reads the same counts here
+      if (st.count[r] > limit) compact(r, t);
+  }
+
+  // Keeps exactly the row's K best keys; tau rises to the K-th. Whole consumer group.
+  __device__ void compact(int r, int t) {
+    uint64_t* kr = keys + size_t(r) * cap;
+    const uint32_t n = st.count[r];
+    const uint64_t kth = Select::kth(st.select, kr, n, uint32_t(k), t);
+    if (t == 0) st.tau[r] = kth;
+    Select::compact(kr, n, kth, &st.count[r], t);
+  }
+};
+
+// After the last step (consumer group): each row's final min(K, n) keys, sorted and written
+// as the outputs (one split) or handed to the merge (several).
+template <int kRows, class Smem, class Sink>
+__device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, const Smem& sm, Sink& sink, int64_t split,
+                            int t) {
+  const TopKOutputs& o = f.out;
+  const float kNegInf = -__int_as_float(0x7F800000);
+  for (int r = 0; r < kRows; ++r) {
+    const GroupRow gr = sm.rows[r];
+    if (gr.row < 0) continue;
+    if (sink.st.count[r] > uint32_t(f.k)) sink.compact(r, t);
+    const uint32_t n = sink.st.count[r];
+    uint64_t* kr = sink.keys + size_t(r) * f.cap;
+    if (a.g.splits > 1) {
+      const int64_t slot = gr.row * a.g.splits + split;
+      for (uint32_t i = t; i < n; i += kConsumers) f.ws.keys[slot * f.k + i] = kr[i];
+      if (t == 0) {
+        f.ws.counts[slot] = n;
+        f.ws.nan[slot] = gr.nan ? 1u : 0u;
+      }
+      continue;
+    }
+    uint32_t p = 1;
+    while (p < n) p <<= 1;
+    for (uint32_t i = n + t; i < p; i += kConsumers) kr[i] = 0ull;  // padding sorts last
+    ConsumerSync::sync();
+    Select::sort_desc(kr, p, f.by_rank, t);
+    ConsumerSync::sync();
+    for (int32_t i = t; i < f.k; i += kConsumers) {
+      const bool real = uint32_t(i) < n;
+      const uint64_t key = real ? kr[i] : 0ull;
+      const int32_t pos = real ? rank_key_position(key) : -1;
+      o.positions[gr.row * o.positions_row_stride + i] = pos;
+      if (o.slots)
+        o.slots[gr.row * o.slots_row_stride + i] =
+            real ? int32_t(physical_slot(a.cache.pages, gr.request, pos)) : -1;
+      if (o.scores) o.scores[gr.row * o.scores_row_stride + i] = real ? rank_key_score(key) : kNegInf;
+    }
+    if (t == 0) {
+      if (o.counts) o.counts[gr.row] = int32_t(n);
+      if (o.status) o.status[gr.row] = gr.status | (gr.nan ? row_status::kHasNaN : 0u);
+    }
+    ConsumerSync::sync();  // the row's keys and the selection scratch are free again
+  }
+}
+
+// Grid: one CTA per (group, split), groups in reverse order, as dense_logits_kernel.
+template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
+__global__ void __launch_bounds__(kScorerThreads, 1)
+    fused_topk_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ FusedParams f) {
+  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy>;
+  using Layout = FusedLayout<typename Core::Smem, kRows>;
+  extern __shared__ uint8_t smem_raw[];
+  auto& sm = carve<typename Core::Smem>(smem_raw);
+  uint8_t* base = reinterpret_cast<uint8_t*>(&sm);
+  auto& st = *reinterpret_cast<SelectState<kRows>*>(base + Layout::kState);
+  uint64_t* keys = reinterpret_cast<uint64_t*>(base + Layout::kKeys);
+  const int64_t cta = blockIdx.x;
+  const int64_t group = a.g.groups - 1 - cta / a.g.splits;
+  const int64_t split = cta % a.g.splits;
+  const int64_t c0 = split * a.g.chunk;
+  const int64_t c1 = min(c0 + a.g.chunk, a.rows.max_context);
+  if (threadIdx.x < kRows) {
+    st.tau[threadIdx.x] = 0;
+    st.count[threadIdx.x] = 0;
+  }
+  Core::setup(a, sm, group, c0, c1);  // ends with a CTA barrier
+
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    if constexpr (Core::kNw >= 128) ptx::regs_dealloc<kProducerRegs>();
+    Core::produce(a, sm);
+  } else {
+    if constexpr (Core::kNw >= 128) ptx::regs_alloc<kConsumerRegs>();
+    const int t = threadIdx.x - 128;
+    SelectSink<kRows, step_puts(kHeads, kRows)> sink{st, keys, f.cap, f.k};
+    Core::consume(sm, wg - 1, sink);
+    ConsumerSync::sync();
+    finish_rows<kRows>(a, f, sm, sink, split, t);
+  }
+}
+
+template <CacheFormat kFormat, int kHeads, int kRows>
+using LayoutOf = FusedLayout<ScorerSmem<kHeads * kRows, kFormat == CacheFormat::kMxfp4>, kRows>;
+
+template <CacheFormat kFormat, int kHeads, int kRows>
+cudaError_t launch(const ScorerArgs& a, const FusedParams& f, cudaStream_t stream) {
+  const size_t smem = LayoutOf<kFormat, kHeads, kRows>::bytes(f.cap);
+  auto kernel = a.accuracy == ScoreAccuracy::kReduced
+                    ? fused_topk_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kReduced>
+                    : fused_topk_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kFp32>;
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+      e != cudaSuccess)
+    return e;
+  kernel<<<dim3(unsigned(a.g.ctas())), kScorerThreads, smem, stream>>>(a, f);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_group, size_t smem_limit) {
+  return with_scorer_shape(format, heads, rows_per_group, int32_t{0}, [&]<CacheFormat kF, int kH, int kR>() {
+    constexpr size_t kFixed = LayoutOf<kF, kH, kR>::kFixed;
+    if (smem_limit <= kFixed) return int32_t{0};
+    return int32_t(std::min<size_t>((smem_limit - kFixed) / (size_t(kR) * 8), 1 << 20));
+  });
+}
+
+int32_t fused_topk_min_capacity(int32_t k, int32_t heads, int32_t rows_per_group) {
+  int32_t p = 1;
+  while (p < k) p <<= 1;
+  return std::max(p, k + int32_t(step_puts(heads, rows_per_group)));
+}
+
+size_t fused_topk_workspace_bytes(const IndexerProblem& p, const cuda::ScorerPlan& plan) {
+  return plan.max_splits > 1 ? SplitCandidates::bytes(p.rows.rows(), plan.max_splits, p.k) : 0;
+}
+
+cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
+  const IndexerProblem& p = *args.problem;
+  const int64_t rows = p.rows.rows();
+  if (rows == 0 || args.plan.ctas() == 0) return cudaSuccess;
+  const ScorerArgs a = scorer_args(p, args.plan);
+  FusedParams f;
+  f.out = args.out;
+  f.k = p.k;
+  f.cap = fused_topk_capacity(p.cache.format, p.queries.num_heads, args.plan.rows_per_group, args.smem_limit);
+  f.by_rank = p.order == OutputOrder::kRank;
+  f.ws = SplitCandidates::in(args.workspace, rows, args.plan.splits, p.k);
+  if (f.cap < fused_topk_min_capacity(p.k, p.queries.num_heads, args.plan.rows_per_group))
+    return cudaErrorInvalidConfiguration;
+  const cudaError_t e = with_scorer_shape(p.cache.format, p.queries.num_heads, args.plan.rows_per_group,
+                                          cudaErrorInvalidConfiguration, [&]<CacheFormat kF, int kH, int kR>() {
+                                            return launch<kF, kH, kR>(a, f, stream);
+                                          });
+  if (e != cudaSuccess || args.plan.splits <= 1) return e;
+  TopKArgs m{nullptr, 0, p.rows, p.cache.pages, p.k, p.order, args.out, args.plan.splits, args.workspace};
+  return topk_merge_splits(m, stream);
+}
+
+}  // namespace flashindexer::sm90

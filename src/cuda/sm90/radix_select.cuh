@@ -1,0 +1,226 @@
+// flashindexer sm_90a: exact selection over rank keys in shared memory, by a group of
+// threads (a whole CTA, or the consumer warpgroups of a warp-specialised CTA).
+//
+// Purpose: kth() finds the need-th largest of n unique rank keys (rank_key.h); compact()
+//   keeps, in place, exactly the keys >= a given key. block_select.cuh (TopK over logits)
+//   and fused_topk.cu (the fused operator) select with these, so both paths keep the same
+//   sets by construction; sort_desc() is the fused operator's final ordering.
+// Algorithm: MSB radix select that starts at the highest bit where the keys differ (their
+//   common prefix is skipped, so the 2048-bin histogram spreads even for keys packed within
+//   a few ulps), with per-warp aggregation of equal bins (__match_any_sync); once the
+//   selected bin holds <= kSelectSmall keys, direct ranking finishes. Terminates: the last
+//   digit leaves one key in its bin.
+// Threads: kThreads (a multiple of 32, <= 1024), synchronised by Sync::sync() (the CTA
+//   barrier or a named barrier); tid is the thread's index in the group.
+// Shared memory: RadixSelectStorage, 8 KiB of histogram + a few words.
+#pragma once
+
+#include <cstdint>
+
+#include "ptx.cuh"
+
+namespace flashindexer::sm90 {
+
+struct CtaSync {
+  __device__ static void sync() { __syncthreads(); }
+};
+
+template <uint32_t kId, uint32_t kThreads>
+struct NamedSync {
+  __device__ static void sync() { ptx::named_barrier(kId, kThreads); }
+};
+
+inline constexpr int kSelectBins = 2048;
+inline constexpr int kSelectSmall = 64;  // direct ranking (O(n^2)) below this many keys
+
+template <int kThreads>
+struct RadixSelectStorage {
+  union {
+    uint32_t hist[kSelectBins];
+    uint64_t small[kSelectSmall];  // the last bin's keys, for direct ranking
+  };
+  uint32_t warp_sums[kThreads / 32];
+  uint64_t lo, hi;
+  uint32_t small_count, sel_bin, sel_need, sel_count;
+};
+
+template <int kThreads, class Sync>
+struct RadixSelect {
+  static_assert(kThreads % 32 == 0 && kSelectBins % kThreads == 0 && kSelectSmall <= kThreads);
+  using Storage = RadixSelectStorage<kThreads>;
+  static constexpr int kBinsPerThread = kSelectBins / kThreads;
+
+  __device__ static uint64_t item(const uint64_t* keys, uint32_t n, int tid, int round) {
+    const uint32_t idx = uint32_t(tid + round * kThreads);
+    return idx < n ? keys[idx] : 0ull;  // 0: absent (every rank key is > 0)
+  }
+
+  // Exclusive prefix sum of one value per thread over the group (thread order).
+  __device__ static uint32_t exclusive_sum(Storage& s, int tid, uint32_t v) {
+    const int lane = tid & 31, warp = tid >> 5;
+    uint32_t incl = v;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += u;
+    }
+    if (lane == 31) s.warp_sums[warp] = incl;
+    Sync::sync();
+    uint32_t before = 0;
+    for (int w = 0; w < warp; ++w) before += s.warp_sums[w];
+    return before + incl - v;
+  }
+
+  // The need-th largest of keys[0, n) (unique, 1 <= need <= n). Entered and left by the
+  // whole group; keys are only read.
+  __device__ static uint64_t kth(Storage& s, const uint64_t* keys, uint32_t n, uint32_t need, int tid) {
+    const int rounds = int((n + kThreads - 1) / kThreads);
+    const int lane = tid & 31;
+    // Common prefix of all keys: radix digits start below it.
+    uint64_t lo = ~0ull, hi = 0;
+    for (int r = 0; r < rounds; ++r) {
+      const uint64_t v = item(keys, n, tid, r);
+      if (v != 0ull) {
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const uint64_t l2 = __shfl_xor_sync(0xffffffffu, lo, o), h2 = __shfl_xor_sync(0xffffffffu, hi, o);
+      lo = l2 < lo ? l2 : lo;
+      hi = h2 > hi ? h2 : hi;
+    }
+    if (tid == 0) {
+      s.lo = ~0ull;
+      s.hi = 0;
+    }
+    Sync::sync();
+    if (lane == 0) {
+      atomicMin(reinterpret_cast<unsigned long long*>(&s.lo), (unsigned long long)lo);
+      atomicMax(reinterpret_cast<unsigned long long*>(&s.hi), (unsigned long long)hi);
+    }
+    Sync::sync();
+    lo = s.lo;
+    hi = s.hi;
+    Sync::sync();  // lo / hi read before rank_small may rewrite them
+    if (lo == hi) return hi;
+    int top = 63 - __clzll((long long)(lo ^ hi));  // highest differing bit
+    uint64_t mask = top == 63 ? 0ull : ~((2ull << top) - 1);
+    uint64_t prefix = hi & mask;
+    while (true) {
+      const int bits = top + 1 < 11 ? top + 1 : 11;
+      const int sh = top + 1 - bits;
+      const uint32_t nb = 1u << bits;
+      for (int b = tid; b < int(nb); b += kThreads) s.hist[b] = 0;
+      Sync::sync();
+      for (int r = 0; r < rounds; ++r) {
+        const uint64_t v = item(keys, n, tid, r);
+        const bool in = v != 0ull && (v & mask) == prefix;
+        const uint32_t bin = in ? uint32_t(v >> sh) & (nb - 1) : 0xFFFFFFFFu;
+        const uint32_t peers = __match_any_sync(0xffffffffu, bin);
+        if (in && lane == __ffs(peers) - 1) atomicAdd(&s.hist[bin], __popc(peers));
+      }
+      Sync::sync();
+      // Walk bins from the top: thread t owns reversed bins [t * kBinsPerThread, ...).
+      uint32_t local[kBinsPerThread];
+      uint32_t sum = 0;
+#pragma unroll
+      for (int j = 0; j < kBinsPerThread; ++j) {
+        const int rb = tid * kBinsPerThread + j;
+        local[j] = rb < int(nb) ? s.hist[nb - 1 - rb] : 0u;
+        sum += local[j];
+      }
+      const uint32_t before = exclusive_sum(s, tid, sum);
+      if (before < need && need <= before + sum) {
+        uint32_t acc = before;
+#pragma unroll
+        for (int j = 0; j < kBinsPerThread; ++j) {
+          if (acc < need && need <= acc + local[j]) {
+            s.sel_bin = nb - 1 - uint32_t(tid * kBinsPerThread + j);
+            s.sel_need = need - acc;
+            s.sel_count = local[j];
+          }
+          acc += local[j];
+        }
+      }
+      Sync::sync();
+      prefix |= uint64_t(s.sel_bin) << sh;
+      mask |= uint64_t(nb - 1) << sh;
+      need = s.sel_need;
+      const uint32_t in_bin = s.sel_count;
+      Sync::sync();  // sel_* and warp_sums read before they are rewritten
+      if (in_bin <= uint32_t(kSelectSmall)) return rank_small(s, keys, n, rounds, prefix, mask, need, tid);
+      top = sh - 1;
+    }
+  }
+
+  // Keeps, in place, exactly the keys of keys[0, n) that are >= kth; *count becomes their
+  // number. Round r reads keys[r kThreads, (r + 1) kThreads) and writes below (r + 1)
+  // kThreads, after every read of the round. Entered and left by the whole group.
+  __device__ static void compact(uint64_t* keys, uint32_t n, uint64_t kth, uint32_t* count, int tid) {
+    if (tid == 0) *count = 0;
+    Sync::sync();
+    const int lane = tid & 31;
+    const int rounds = int((n + kThreads - 1) / kThreads);
+    for (int r = 0; r < rounds; ++r) {
+      const uint64_t v = item(keys, n, tid, r);
+      const bool keep = v >= kth && v != 0ull;
+      Sync::sync();
+      const uint32_t m = __ballot_sync(0xffffffffu, keep);
+      uint32_t base = 0;
+      if (lane == 0 && m) base = atomicAdd(count, __popc(m));
+      base = __shfl_sync(0xffffffffu, base, 0);
+      if (keep) keys[base + __popc(m & ((1u << lane) - 1))] = v;
+    }
+    Sync::sync();
+  }
+
+  // Sorts keys[0, p) (p a power of two) descending by key (by_rank) or by the low word
+  // (ascending position; 0 entries, the padding, go last either way). Bitonic network.
+  __device__ static void sort_desc(uint64_t* keys, uint32_t p, bool by_rank, int tid) {
+    const uint64_t sel = by_rank ? ~0ull : 0xFFFFFFFFull;
+    for (uint32_t k = 2; k <= p; k <<= 1) {
+      for (uint32_t j = k >> 1; j > 0; j >>= 1) {
+        for (uint32_t i = uint32_t(tid); i < p; i += kThreads) {
+          const uint32_t ixj = i ^ j;
+          if (ixj > i) {
+            const uint64_t a = keys[i], b = keys[ixj];
+            const bool desc = (i & k) == 0;
+            if (desc ? (a & sel) < (b & sel) : (a & sel) > (b & sel)) {
+              keys[i] = b;
+              keys[ixj] = a;
+            }
+          }
+        }
+        Sync::sync();
+      }
+    }
+  }
+
+ private:
+  // The need-th largest of the <= kSelectSmall keys that match prefix / mask, by direct
+  // ranking (keys unique: exactly one has need - 1 larger ones).
+  __device__ static uint64_t rank_small(Storage& s, const uint64_t* keys, uint32_t n, int rounds, uint64_t prefix,
+                                        uint64_t mask, uint32_t need, int tid) {
+    if (tid == 0) s.small_count = 0;
+    Sync::sync();  // also: the histogram (aliased by small) is no longer read
+    for (int r = 0; r < rounds; ++r) {
+      const uint64_t v = item(keys, n, tid, r);
+      if (v != 0ull && (v & mask) == prefix) s.small[atomicAdd(&s.small_count, 1u)] = v;
+    }
+    Sync::sync();
+    const uint32_t m = s.small_count;
+    if (uint32_t(tid) < m) {
+      const uint64_t v = s.small[tid];
+      uint32_t larger = 0;
+      for (uint32_t j = 0; j < m; ++j) larger += s.small[j] > v ? 1u : 0u;
+      if (larger == need - 1) s.lo = v;
+    }
+    Sync::sync();
+    const uint64_t kth = s.lo;
+    Sync::sync();
+    return kth;
+  }
+};
+
+}  // namespace flashindexer::sm90

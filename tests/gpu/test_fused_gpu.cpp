@@ -1,0 +1,341 @@
+// GPU (label gpu): the sm_90a fused indexer TopK. Every output must equal, bit for bit,
+// (a) the GPU dense logits followed by the GPU TopK over logits (CONTRACT §3, exactness),
+// and (b) the CPU TopK over the same GPU logits (an independent selector: a bug shared by
+// the two GPU selectors cannot hide). Plus reruns, graph replays, failing rows.
+#include <algorithm>
+
+#include "gpu/gpu_util.h"
+
+namespace fit {
+namespace {
+
+// Poisoned device outputs of a TopK-shaped operator.
+struct DeviceOutputs {
+  int64_t rows;
+  int32_t k;
+  DeviceVector<int32_t> positions, slots, counts;
+  DeviceVector<float> scores;
+  DeviceVector<uint32_t> status;
+  TopKOutputs o;
+  DeviceOutputs(int64_t rows_, int32_t k_)
+      : rows(rows_), k(k_), positions(size_t(rows_ * k_), 0x7F), slots(size_t(rows_ * k_), 0x7F),
+        counts(size_t(rows_), 0x7F), scores(size_t(rows_ * k_), 0x7F), status(size_t(rows_), 0x7F) {
+    o.positions = positions.get();
+    o.positions_row_stride = k;
+    o.slots = slots.get();
+    o.slots_row_stride = k;
+    o.scores = scores.get();
+    o.scores_row_stride = k;
+    o.counts = counts.get();
+    o.status = status.get();
+  }
+  HostResults host() const {
+    HostResults r;
+    r.rows = rows;
+    r.k = k;
+    r.positions = positions.to_host();
+    r.slots = slots.to_host();
+    r.scores = scores.to_host();
+    r.counts = counts.to_host();
+    r.status = status.to_host();
+    return r;
+  }
+};
+
+// Sizes `ws` by the operator's workspace query (poisoned) and points the launch at it.
+void size_workspace(const IndexerProblem& p, Operator op, Launch* l, DeviceVector<uint8_t>& ws) {
+  size_t bytes = 0;
+  const Status st = workspace_size(p, op, *l, &bytes);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  ws.fill(bytes, 0xCD);
+  l->workspace = ws.get();
+  l->workspace_bytes = bytes;
+}
+
+struct DenseThenTopK {
+  HostResults results;
+  std::vector<float> logits;  // [rows, max_context] from the GPU
+};
+
+DenseThenTopK gpu_dense_then_topk(const IndexerProblem& p) {
+  DenseThenTopK d;
+  const int64_t rows = p.rows.rows(), width = std::max<int64_t>(p.rows.max_context, 1);
+  DeviceVector<float> lg(size_t(rows * width), 0x7F);
+  DeviceVector<uint32_t> dense_status(size_t(rows), 0x7F);
+  Launch l = gpu_launch();
+  Status st = dense_logits(p, LogitsOutput{lg.get(), width, dense_status.get()}, l);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  TopKProblem t;
+  t.logits = lg.get();
+  t.logits_row_stride = width;
+  t.rows = p.rows;
+  t.pages = p.cache.pages;
+  t.k = p.k;
+  t.order = p.order;
+  size_t bytes = 0;
+  EXPECT_TRUE(workspace_size(t, l, &bytes).is_ok());
+  DeviceVector<uint8_t> ws(bytes, 0xCD);
+  l.workspace = ws.get();
+  l.workspace_bytes = bytes;
+  DeviceOutputs out(rows, p.k);
+  st = topk_over_logits(t, out.o, l);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  d.results = out.host();
+  d.logits = lg.to_host();
+  return d;
+}
+
+// The CPU TopK over the GPU's logits, with the host copies of the metadata.
+HostResults cpu_topk_of(const HostProblem& h, const std::vector<float>& logits) {
+  const IndexerProblem hp = h.view();
+  TopKProblem t;
+  t.logits = logits.data();
+  t.logits_row_stride = std::max<int64_t>(hp.rows.max_context, 1);
+  t.rows = hp.rows;
+  t.pages = hp.cache.pages;
+  t.k = hp.k;
+  t.order = hp.order;
+  size_t bytes = 0;
+  EXPECT_TRUE(workspace_size(t, cpu(), &bytes).is_ok());
+  std::vector<uint8_t> ws(bytes + 64);
+  Launch l = cpu();
+  l.workspace = ws.data();
+  l.workspace_bytes = bytes;
+  HostResults r;
+  r.reset(h.rows(), h.k, true);
+  const Status st = topk_over_logits(t, r.outputs(), l);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  return r;
+}
+
+// Runs the fused operator (poisoned outputs and workspace) on `stream`.
+struct FusedRun {
+  DeviceOutputs out;
+  DeviceVector<uint8_t> ws;
+  Launch l;
+  explicit FusedRun(const IndexerProblem& p) : out(p.rows.rows(), p.k), l(gpu_launch()) {
+    size_workspace(p, Operator::kFusedTopK, &l, ws);
+  }
+  Status run(const IndexerProblem& p, cudaStream_t stream = nullptr) {
+    l.stream = stream;
+    return fused_topk(p, out.o, l);
+  }
+};
+
+HostResults gpu_fused(const IndexerProblem& p) {
+  FusedRun f(p);
+  const Status st = f.run(p);
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return f.out.host();
+}
+
+// Rows with more than K positions: the test must exercise selection, not only short rows.
+int64_t long_rows(const HostResults& r) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < r.rows; ++i) n += r.counts[size_t(i)] == r.k;
+  return n;
+}
+
+void expect_fused_exact(const HostProblem& h, const std::string& what, int64_t extra_pages = 0) {
+  DeviceProblem d(h, extra_pages);
+  ASSERT_NE(d.pool.ptr, nullptr) << what;
+  const Status can = can_implement(d.p, Operator::kFusedTopK, gpu_launch());
+  ASSERT_TRUE(can.is_ok()) << what << ": " << can.to_string();
+  const DenseThenTopK dense = gpu_dense_then_topk(d.p);
+  const HostResults fused = gpu_fused(d.p);
+  EXPECT_EQ(first_difference(dense.results, fused), "") << what << ": fused vs GPU dense + GPU TopK";
+  EXPECT_EQ(first_difference(cpu_topk_of(h, dense.logits), fused), "") << what << ": fused vs CPU TopK of GPU logits";
+  std::printf("[ fused    ] %-44s rows %5lld  long rows %5lld\n", what.c_str(), (long long)h.rows(),
+              (long long)long_rows(fused));
+}
+
+SyntheticSpec spec(CacheFormat f, Generator g, int64_t rows, int32_t requests, int64_t context, int32_t k,
+                   uint64_t seed) {
+  SyntheticSpec s;
+  s.format = f;
+  s.num_heads = 64;
+  s.k = k;
+  s.rows = rows;
+  s.requests = requests;
+  s.context = context;
+  s.generator = g;
+  s.seed = seed;
+  return s;
+}
+
+const CacheFormat kFormats[] = {CacheFormat::kMxfp4, CacheFormat::kFp8E4M3};
+const char* name(CacheFormat f) { return f == CacheFormat::kMxfp4 ? "mxfp4" : "fp8"; }
+
+TEST(GpuFused, MatchesDenseThenTopKOnEveryGenerator) {
+  SKIP_WITHOUT_GPU();
+  for (CacheFormat f : kFormats)
+    for (Generator g : kAllGenerators) {
+      // 40 causal rows ending at 6,000 positions, K = 512: long rows, many compactions.
+      const HostProblem h = make(spec(f, g, 40, 2, 6000, 512, 11 + uint64_t(g)));
+      expect_fused_exact(h, std::string(name(f)) + " " + to_string(g));
+    }
+}
+
+TEST(GpuFused, KOrdersAndShapes) {
+  SKIP_WITHOUT_GPU();
+  for (CacheFormat f : kFormats) {
+    for (int32_t k : {2048, 1024, 7}) {
+      SyntheticSpec s = spec(f, Generator::kGaussian, 21, 3, 9000, k, 40 + uint64_t(k));
+      s.order = k == 1024 ? OutputOrder::kRank : OutputOrder::kPosition;
+      expect_fused_exact(make(s), std::string(name(f)) + " k " + std::to_string(k));
+    }
+    SyntheticSpec s = spec(f, Generator::kTies, 30, 2, 5000, 1024, 51);
+    s.num_heads = 32;  // 8 rows per group
+    expect_fused_exact(make(s), std::string(name(f)) + " H 32");
+    s = spec(f, Generator::kGaussian, 17, 2, 7000, 512, 52);
+    s.page_size = 128;
+    s.page_stride = 128 * 68 + 4096;  // padded pages (interleaved layers)
+    s.weight_type = WeightType::kBF16;
+    s.sliding_window = 3000;
+    expect_fused_exact(make(s), std::string(name(f)) + " page 128, padded, bf16 weights, sliding");
+    s = spec(f, Generator::kPlateau, 9, 1, 4000, 512, 53);
+    s.contiguous = true;
+    expect_fused_exact(make(s), std::string(name(f)) + " contiguous cache");
+  }
+}
+
+// Decode rows, next_n 1..4: few requests split over many CTAs, exact merge on the GPU.
+TEST(GpuFused, DecodeRowsSplitAndMerged) {
+  SKIP_WITHOUT_GPU();
+  for (CacheFormat f : kFormats)
+    for (int32_t next_n : {1, 2, 3, 4}) {
+      SyntheticSpec s = spec(f, next_n == 3 ? Generator::kAscending : Generator::kGaussian, 0, 3, 40000,
+                             next_n == 2 ? 2048 : 512, 60 + uint64_t(next_n));
+      s.form = RowForm::kDecode;
+      s.next_n = next_n;
+      s.order = next_n == 4 ? OutputOrder::kRank : OutputOrder::kPosition;
+      expect_fused_exact(make(s), std::string(name(f)) + " decode next_n " + std::to_string(next_n));
+    }
+}
+
+TEST(GpuFused, PoolBeyond4GiB) {
+  SKIP_WITHOUT_GPU();
+  const HostProblem h = make(spec(CacheFormat::kMxfp4, Generator::kGaussian, 8, 2, 3000, 512, 70));
+  const int64_t extra = (int64_t(4) << 30) / h.page_stride + 1000;  // every page above 4 GiB
+  ASSERT_GT(extra * h.page_stride, int64_t(1) << 32);
+  expect_fused_exact(h, "pool beyond 4 GiB", extra);
+}
+
+// Bad device metadata fails that row only (count 0, padding, status bits), as dense + TopK.
+TEST(GpuFused, FailingRowsFailClosed) {
+  SKIP_WITHOUT_GPU();
+  for (CacheFormat f : kFormats) {
+    HostProblem h = make(spec(f, Generator::kGaussian, 12, 2, 3000, 512, 80));
+    h.window_end[1] = int32_t(h.max_context + 1);  // window past max_context
+    h.window_start[2] = -1;
+    h.row_batch[3] = 7;                           // request out of range
+    h.page_table[size_t(h.table_width) + 2] = int32_t(h.num_pages + 3);  // request 1's page 2
+    expect_fused_exact(h, std::string(name(f)) + " failing rows");
+    DeviceProblem d(h);
+    const HostResults r = gpu_fused(d.p);
+    EXPECT_NE(r.status[1] & row_status::kFailMask, 0u);
+    EXPECT_EQ(r.counts[1], 0);
+    EXPECT_EQ(r.positions[size_t(1 * r.k)], -1);
+  }
+}
+
+TEST(GpuFused, TwentyRerunsBitIdentical) {
+  SKIP_WITHOUT_GPU();
+  SyntheticSpec prefill = spec(CacheFormat::kMxfp4, Generator::kUlp, 24, 2, 8000, 1024, 90);
+  SyntheticSpec decode = spec(CacheFormat::kFp8E4M3, Generator::kPlateau, 0, 2, 30000, 2048, 91);
+  decode.form = RowForm::kDecode;
+  for (const SyntheticSpec& s : {prefill, decode}) {
+    const HostProblem h = make(s);
+    DeviceProblem d(h);
+    FusedRun f(d.p);
+    ASSERT_TRUE(f.run(d.p).is_ok());
+    GPU_CHECK(cudaDeviceSynchronize());
+    const HostResults first = f.out.host();
+    EXPECT_EQ(first_difference(gpu_dense_then_topk(d.p).results, first), "");
+    cudaStream_t stream;
+    GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (int i = 0; i < 20; ++i) {
+      GPU_CHECK(cudaMemset(f.out.positions.get(), 0x7F, f.out.positions.n * 4));
+      ASSERT_TRUE(f.run(d.p, i % 2 ? stream : nullptr).is_ok());
+      GPU_CHECK(cudaDeviceSynchronize());
+      ASSERT_EQ(first_difference(first, f.out.host()), "") << "rerun " << i;
+    }
+    GPU_CHECK(cudaStreamDestroy(stream));
+  }
+}
+
+// One captured graph, replayed with new context lengths (decode) or windows (prefill),
+// matches dense + TopK run on the same metadata.
+TEST(GpuFused, GraphReplayWithMutatedMetadata) {
+  SKIP_WITHOUT_GPU();
+  for (const RowForm form : {RowForm::kDecode, RowForm::kRagged}) {
+    SyntheticSpec s = spec(CacheFormat::kMxfp4, Generator::kGaussian, 16, 2, 20000, 512, 100);
+    s.form = form;
+    HostProblem h = make(s);
+    DeviceProblem d(h);
+    FusedRun f(d.p);
+    cudaStream_t stream;
+    GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    GPU_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    const Status st = f.run(d.p, stream);
+    GPU_CHECK(cudaStreamEndCapture(stream, &graph));
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    GPU_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < 3; ++replay) {
+      if (form == RowForm::kDecode) {
+        for (size_t b = 0; b < h.context_lens.size(); ++b)
+          h.context_lens[b] = int32_t((3000 + 7919 * (b + 1) * (replay + 1)) % h.max_context);
+        if (replay == 2) h.context_lens[0] = int32_t(h.max_context + 9);  // a failing row
+        GPU_CHECK(cudaMemcpy(d.context_lens.get(), h.context_lens.data(), h.context_lens.size() * 4,
+                             cudaMemcpyHostToDevice));
+      } else {
+        for (size_t r = 0; r < h.window_start.size(); ++r) {
+          h.window_start[r] = int32_t((r * 131 + replay * 977) % 9000);
+          h.window_end[r] = int32_t(std::min<int64_t>(h.max_context, h.window_start[r] + 300 + (r * 61 + replay * 4001) % 9000));
+        }
+        GPU_CHECK(cudaMemcpy(d.window_start.get(), h.window_start.data(), h.window_start.size() * 4,
+                             cudaMemcpyHostToDevice));
+        GPU_CHECK(cudaMemcpy(d.window_end.get(), h.window_end.data(), h.window_end.size() * 4,
+                             cudaMemcpyHostToDevice));
+      }
+      GPU_CHECK(cudaGraphLaunch(exec, stream));
+      GPU_CHECK(cudaStreamSynchronize(stream));
+      const DenseThenTopK dense = gpu_dense_then_topk(d.p);
+      EXPECT_EQ(first_difference(dense.results, f.out.host()), "") << "replay " << replay;
+      EXPECT_EQ(first_difference(cpu_topk_of(h, dense.logits), dense.results), "") << "replay " << replay;
+    }
+    GPU_CHECK(cudaGraphExecDestroy(exec));
+    GPU_CHECK(cudaGraphDestroy(graph));
+    GPU_CHECK(cudaStreamDestroy(stream));
+  }
+}
+
+// A shape whose candidates do not fit in shared memory is refused with a reason.
+TEST(GpuFused, UnsupportedShapeIsRefusedWithAReason) {
+  SKIP_WITHOUT_GPU();
+  SyntheticSpec s = spec(CacheFormat::kMxfp4, Generator::kGaussian, 16, 1, 3000, 2048, 110);
+  s.num_heads = 32;  // 8 rows per group x (2048 + 64) keys: more than the shared memory
+  const HostProblem h = make(s);
+  DeviceProblem d(h);
+  const Status st = can_implement(d.p, Operator::kFusedTopK, gpu_launch());
+  if (st.is_ok()) GTEST_SKIP() << "this device holds the shape";
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported);
+  EXPECT_NE(st.message().find("needs"), std::string::npos) << st.message();
+}
+
+// Small prefill and decode-split cases for compute-sanitizer (memcheck, racecheck).
+TEST(GpuFused, SanitizerSmallCases) {
+  SKIP_WITHOUT_GPU();
+  expect_fused_exact(make(spec(CacheFormat::kMxfp4, Generator::kAscending, 8, 1, 1500, 64, 120)), "sanitizer mxfp4");
+  SyntheticSpec s = spec(CacheFormat::kFp8E4M3, Generator::kSpecials, 0, 1, 9000, 512, 121);
+  s.form = RowForm::kDecode;
+  s.next_n = 2;
+  expect_fused_exact(make(s), "sanitizer fp8 decode split");
+}
+
+}  // namespace
+}  // namespace fit
