@@ -11,7 +11,7 @@
 //   (the K-th best key at its last compaction; 0 before): a score whose rank key beats tau
 //   is appended (shared atomic). The sink steps in lockstep with both consumer warpgroups:
 //   at the start of each step (a tile; a pair of tiles when N <= 128) a bar.red.or vote asks
-//   whether a row has less than one step of room left; then the 256 consumer threads compact
+//   whether a row has less than two steps of room left; then the 256 consumer threads compact
 //   it: the exact K-th key (radix_select.cuh), keep exactly K, raise tau. Exact and bounded
 //   by construction; the producer keeps filling the key ring meanwhile. Finish, per row:
 //   a last compaction to min(K, n), then
@@ -76,12 +76,15 @@ struct SelectSink {
     if (rk > st.tau[r]) keys[size_t(r) * cap + atomicAdd(&st.count[r], 1u)] = rk;
   }
 
+  // The vote reads counts before the barrier, where other threads may still be appending
+  // the previous step's keys (at most kStepPuts per row): a row votes while two steps of
+  // room remain. After the barrier the counts are settled and the same for every thread.
   template <class Smem>
   __device__ void step(Smem&, int t) {
-    const uint32_t limit = uint32_t(cap) - kStepPuts;
+    const uint32_t limit = uint32_t(cap) - 2 * kStepPuts;
     const bool full = t < kRows && st.count[t] > limit;
     if (!ptx::named_barrier_or(1, kConsumers, full)) return;
-    for (int r = 0; r < kRows; ++r)  // every thread reads the same counts here
+    for (int r = 0; r < kRows; ++r)
       if (st.count[r] > limit) compact(r, t);
   }
 
@@ -206,7 +209,7 @@ int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_
 int32_t fused_topk_min_capacity(int32_t k, int32_t heads, int32_t rows_per_group) {
   int32_t p = 1;
   while (p < k) p <<= 1;
-  return std::max(p, k + int32_t(step_puts(heads, rows_per_group)));
+  return std::max(p, k + 2 * int32_t(step_puts(heads, rows_per_group)));
 }
 
 size_t fused_topk_workspace_bytes(const IndexerProblem& p, const cuda::ScorerPlan& plan) {

@@ -22,7 +22,7 @@ struct FusedTopKArgs {
 // 0 when the shape has no kernel.
 int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_group, size_t smem_limit);
 
-// The least capacity that K needs with this group shape: room for K plus one step of
+// The least capacity that K needs with this group shape: room for K plus two steps of
 // appends, and for the final sort (a power of two >= K).
 int32_t fused_topk_min_capacity(int32_t k, int32_t heads, int32_t rows_per_group);
 
