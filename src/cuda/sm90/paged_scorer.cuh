@@ -134,7 +134,7 @@ struct ScorerSmem {
   alignas(1024) uint8_t k[kStages][cuda::kScorerTile * 128];  // [S][64, 128] keys (fp8), swizzled
   float kscale[kStages][cuda::kScorerTile];
   std::conditional_t<kMx, Mxfp4RawRing, NoRawRing> ring;
-  float w[kN];                                    // [N] weights (times the q scale for mxfp4)
+  alignas(16) float w[kN];                        // [N] weights (times the q scale for mxfp4); float2 loads
   uint64_t full[kStages];
   uint64_t empty[kStages];
   GroupRow rows[8];
