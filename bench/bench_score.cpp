@@ -1,7 +1,10 @@
-// flashindexer bench: the dense-logits scorer on the GPU against the floors measured
-// in the same run (FP8 GEMM through cuBLASLt for prefill, device copy for decode).
-// One JSON line per point and accuracy mode (fp32, the opt-in reduced); each carries
-// the command that reproduces it.
+// flashindexer bench: on the GPU, against the floors measured in the same run (FP8 GEMM
+// through cuBLASLt for prefill, device copy for decode):
+// - the dense-logits scorer, one JSON line per point and accuracy mode (fp32, reduced);
+// - the fused indexer TopK against our dense logits + our TopK over logits (the preset's
+//   K, default accuracy): time, extra device memory (workspace; logits + workspace for the
+//   dense path), and whether the two paths' outputs are bit-identical on the point.
+// Each line carries the command that reproduces it.
 //
 // Inputs: one request's keys and queries come from the synthetic generator (the
 // preset's format, H, page size); decode batches replicate that request's pages
@@ -12,6 +15,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "bench_topk.h"
@@ -28,6 +32,7 @@ struct ScorePoint {
   int64_t rows_or_batch;
   int32_t next_n;
   int64_t context;
+  bool fused_only = false;  // skip the dense-logits lines (fused vs dense + TopK only)
   std::string name() const {
     return preset + (decode ? "_decode_b" + std::to_string(rows_or_batch) + "_n" + std::to_string(next_n)
                             : "_prefill_" + std::to_string(rows_or_batch)) +
@@ -96,6 +101,101 @@ int time_point(const ScorePoint& pt, const HostProblem& h, const IndexerProblem&
   std::printf("%s\n", j.dump().c_str());
   std::fflush(stdout);
   return 0;
+}
+
+// The fused operator against dense logits + TopK over logits on one point (fp32 mode).
+int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, const LogitsOutput& logits,
+               const Work& w, const BenchOptions& opt, const nlohmann::json& base, double gemm_tflops,
+               double copy_gbps, DeviceBuffers& mem) {
+  p.accuracy = ScoreAccuracy::kFp32;
+  const int64_t rows = p.rows.rows();
+  const int32_t k = p.k;
+  Launch l;
+  l.backend = Backend::kCuda;
+  // Two output sets (fused, dense path) to compare bit for bit.
+  TopKOutputs outs[2];
+  for (TopKOutputs& o : outs) {
+    BENCH_CHECK(cudaMalloc(&o.positions, size_t(rows) * k * 4));
+    BENCH_CHECK(cudaMalloc(&o.slots, size_t(rows) * k * 4));
+    BENCH_CHECK(cudaMalloc(&o.scores, size_t(rows) * k * 4));
+    BENCH_CHECK(cudaMalloc(&o.counts, size_t(rows) * 4));
+    BENCH_CHECK(cudaMalloc(&o.status, size_t(rows) * 4));
+    mem.add(o.positions), mem.add(o.slots), mem.add(o.scores), mem.add(o.counts), mem.add(o.status);
+    o.positions_row_stride = o.slots_row_stride = o.scores_row_stride = k;
+  }
+  size_t fused_ws = 0, topk_ws = 0;
+  if (Status st = workspace_size(p, Operator::kFusedTopK, l, &fused_ws); !st.is_ok()) {
+    std::fprintf(stderr, "%s: %s\n", pt.name().c_str(), st.to_string().c_str());
+    return 1;
+  }
+  TopKProblem t;
+  t.logits = logits.logits;
+  t.logits_row_stride = logits.row_stride;
+  t.rows = p.rows;
+  t.pages = p.cache.pages;
+  t.k = k;
+  t.order = p.order;
+  if (Status st = workspace_size(t, l, &topk_ws); !st.is_ok()) return 1;
+  void* ws = nullptr;
+  BENCH_CHECK(cudaMalloc(&ws, std::max<size_t>({fused_ws, topk_ws, 1})));
+  mem.add(ws);
+  l.workspace = ws;
+  Status fused_status, dense_status;
+  l.workspace_bytes = fused_ws;
+  const float fused_ms = median_ms([&] { fused_status = fused_topk(p, outs[0], l); }, 3, opt.iters);
+  BENCH_CHECK(cudaDeviceSynchronize());
+  Launch ld = l;
+  ld.workspace_bytes = topk_ws;
+  const float dense_ms = median_ms(
+      [&] {
+        dense_status = dense_logits(p, logits, ld);
+        if (dense_status.is_ok()) dense_status = topk_over_logits(t, outs[1], ld);
+      },
+      3, opt.iters);
+  BENCH_CHECK(cudaDeviceSynchronize());
+  if (!fused_status.is_ok() || !dense_status.is_ok()) {
+    std::fprintf(stderr, "%s: fused %s, dense %s\n", pt.name().c_str(), fused_status.to_string().c_str(),
+                 dense_status.to_string().c_str());
+    return 1;
+  }
+  bool identical = true;
+  for (auto [a, b, bytes] : {std::tuple{(void*)outs[0].positions, (void*)outs[1].positions, size_t(rows) * k * 4},
+                             std::tuple{(void*)outs[0].slots, (void*)outs[1].slots, size_t(rows) * k * 4},
+                             std::tuple{(void*)outs[0].scores, (void*)outs[1].scores, size_t(rows) * k * 4},
+                             std::tuple{(void*)outs[0].counts, (void*)outs[1].counts, size_t(rows) * 4},
+                             std::tuple{(void*)outs[0].status, (void*)outs[1].status, size_t(rows) * 4}}) {
+    std::vector<uint8_t> x(bytes), y(bytes);
+    BENCH_CHECK(cudaMemcpy(x.data(), a, bytes, cudaMemcpyDeviceToHost));
+    BENCH_CHECK(cudaMemcpy(y.data(), b, bytes, cudaMemcpyDeviceToHost));
+    identical = identical && x == y;
+  }
+  const double dense_extra = double(rows) * double(logits.row_stride) * 4 + double(topk_ws);
+  for (int path = 0; path < 2; ++path) {
+    const double ms = path == 0 ? fused_ms : dense_ms;
+    nlohmann::json j = base;
+    j["op"] = path == 0 ? "fused_topk" : "dense_then_topk";
+    j["impl"] = "flashindexer";
+    j["point"] = pt.name();
+    j["preset"] = pt.preset;
+    j["format"] = h.format == CacheFormat::kMxfp4 ? "mxfp4" : "fp8_e4m3";
+    j["heads"] = h.num_heads;
+    j["k"] = k;
+    j["rows"] = rows;
+    j["context"] = pt.context;
+    j["next_n"] = pt.decode ? pt.next_n : 0;
+    j["time_ms"] = ms;
+    j["extra_bytes"] = path == 0 ? double(fused_ws) : dense_extra;
+    j["speedup_vs_dense"] = dense_ms / ms;
+    j["identical"] = identical;
+    j["tensor_floor_ms"] = w.flops / (gemm_tflops * 1e9);
+    j["key_read_floor_ms"] = w.key_bytes / (copy_gbps * 1e6);
+    j["x_tensor_floor"] = ms / (w.flops / (gemm_tflops * 1e9));
+    j["x_key_read_floor"] = ms / (w.key_bytes / (copy_gbps * 1e6));
+    j["command"] = "flashindexer bench --json --only " + pt.name();
+    std::printf("%s\n", j.dump().c_str());
+  }
+  std::fflush(stdout);
+  return identical ? 0 : 2;
 }
 
 int run_point(const ScorePoint& pt, const BenchOptions& opt, const nlohmann::json& base, double gemm_tflops,
@@ -177,11 +277,13 @@ int run_point(const ScorePoint& pt, const BenchOptions& opt, const nlohmann::jso
   const double flops = 2.0 * h.num_heads * kHeadDim * cells;
   const double logits_bytes = double(rows) * double(pt.context) * 4;
   const Work work{flops, key_bytes, logits_bytes};
-  for (ScoreAccuracy accuracy : {ScoreAccuracy::kFp32, ScoreAccuracy::kReduced}) {
-    p.accuracy = accuracy;
-    if (int rc = time_point(pt, h, p, out, work, opt, base, gemm_tflops, copy_gbps); rc != 0) return rc;
+  if (!pt.fused_only) {
+    for (ScoreAccuracy accuracy : {ScoreAccuracy::kFp32, ScoreAccuracy::kReduced}) {
+      p.accuracy = accuracy;
+      if (int rc = time_point(pt, h, p, out, work, opt, base, gemm_tflops, copy_gbps); rc != 0) return rc;
+    }
   }
-  return 0;
+  return time_fused(pt, h, p, out, work, opt, base, gemm_tflops, copy_gbps, mem);
 }
 
 }  // namespace
@@ -219,6 +321,11 @@ int bench_score(const BenchOptions& opt) {
           for (int64_t c : {8192, 32768, 131072, 262144}) points.push_back({preset, true, b, n, c});
     }
   }
+  // Issue 5's V4-Flash points (K = 512): fused vs dense + TopK.
+  points.push_back({"v4-flash", false, 8192, 1, 65536, true});
+  points.push_back({"v4-flash", true, 64, 1, 65536, true});
+  points.push_back({"v4-flash", true, 1, 1, 65536, true});
+  if (!opt.full) points.push_back({"v4-pro", false, 8192, 1, 196608, true});  // --full times it in full above
   for (const ScorePoint& pt : points) {
     if (!opt.only.empty() && opt.only != pt.name()) continue;
     if (int rc = run_point(pt, opt, base, gemm_tflops, copy_gbps); rc != 0) return rc;
