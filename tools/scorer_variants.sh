@@ -3,7 +3,8 @@
 # variant (docs/perf.md, "Leads"), checks each quickly against the oracle and times
 # `flashindexer bench` for each. Everything that comes back is under $OUT:
 # variants.txt (summary) and variants.jsonl (bench lines tagged with "variant").
-#   usage: tools/scorer_variants.sh ["name=NVCC FLAGS" ...]   (default: the perf.md leads)
+#   usage: [POINTS="bench points"] [TESTS=gtest-filter] tools/scorer_variants.sh ["name=NVCC FLAGS" ...]
+#   (default: the perf.md leads of the scorer; the fused operator's knobs work the same way)
 # Needs .deps/ carried (tools/device_deps.sh). About 8-9 minutes for the five default
 # variants (pass fewer to stay well inside one 10-minute call); the quick tests include the
 # 20-rerun check, which a ping-pong race would likely break, and a hang ends at its timeout.
@@ -41,7 +42,7 @@ wait
 for v in "${variants[@]}"; do
   name=${v%%=*} flags=${v#*=} dir=build/variant_${v%%=*}
   [ -x "$dir/flashindexer" ] || continue
-  filter='GpuScorer.SanitizerSmallCases:GpuScorer.ConstantCaseIsExact:GpuScorer.TwentyRerunsBitIdentical:GpuScorer.FailingRowsFailClosed'
+  filter=${TESTS:-'GpuScorer.SanitizerSmallCases:GpuScorer.ConstantCaseIsExact:GpuScorer.TwentyRerunsBitIdentical:GpuScorer.FailingRowsFailClosed'}
   # A variant that changes the arithmetic gets the oracle on every generator (structured fp8
   # rows are the stress case); its worst |err| / M lines are kept in the summary. Ping-pong
   # and sleeps change no bits.

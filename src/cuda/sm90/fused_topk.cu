@@ -10,10 +10,12 @@
 //   sink. Each row owns a buffer of `cap` rank keys in shared memory and a threshold tau
 //   (the K-th best key at its last compaction; 0 before): a score whose rank key beats tau
 //   is appended (shared atomic). The sink steps in lockstep with both consumer warpgroups:
-//   at the start of each step (a tile; a pair of tiles when N <= 128) a bar.red.or vote asks
-//   whether a row has less than two steps of room left; then the 256 consumer threads compact
+//   at the start of a step (a tile; a pair of tiles when N <= 128) a bar.red.or vote asks
+//   whether a row has less than two vote intervals of room left; then the 256 consumer threads compact
 //   it: the exact K-th key (radix_select.cuh), keep exactly K, raise tau. Exact and bounded
-//   by construction; the producer keeps filling the key ring meanwhile. Finish, per row:
+//   by construction; the producer keeps filling the key ring meanwhile. The vote runs
+//   every `vote_every` steps (a power of two chosen on the host from the free room, up to
+//   8), so the two consumer warpgroups rarely wait for each other. Finish, per row:
 //   a last compaction to min(K, n), then
 //   - one split: bitonic sort by position or rank, outputs written as TopK's write_row does;
 //   - several splits: the local top K to the workspace (SplitCandidates), merged by the
@@ -52,16 +54,34 @@ struct FusedLayout {
   static size_t bytes(int32_t cap) { return kFixed + size_t(kRows) * size_t(cap) * 8; }
 };
 
+#ifndef FI_FUSED_MAX_VOTE_EVERY
+#define FI_FUSED_MAX_VOTE_EVERY 8  // steps between compaction votes, at most (a power of two)
+#endif
+#ifndef FI_FUSED_PUTS
+#define FI_FUSED_PUTS 1  // experiment knob: 0 drops every score (times the scorer alone; wrong results)
+#endif
+
 struct FusedParams {
   TopKOutputs out;
   int32_t k;
   int32_t cap;         // candidate keys per row
+  int32_t vote_every;  // steps between votes (a power of two): cap >= K + 2 x vote_every x step_puts
   bool by_rank;        // output order
   SplitCandidates ws;  // splits > 1
 };
 
-// At most this many puts per row between two steps: one tile (N = 256), two (N <= 128).
+// At most this many puts per row in one step: one tile (N = 256), two (N <= 128).
 constexpr uint32_t step_puts(int heads, int rows) { return heads * rows == 256 ? 64u : 128u; }
+
+// Steps between votes: the largest power of two up to FI_FUSED_MAX_VOTE_EVERY that leaves at
+// least as much free room as it reserves (else the largest that fits at all; 1 at least).
+int32_t vote_interval(int32_t cap, int32_t k, uint32_t step) {
+  int32_t every = FI_FUSED_MAX_VOTE_EVERY;
+  while (every > 1 && int64_t(k) + 4 * int64_t(every) * step > cap) every /= 2;
+  if (every == 1)
+    for (every = FI_FUSED_MAX_VOTE_EVERY; every > 1 && int64_t(k) + 2 * int64_t(every) * step > cap;) every /= 2;
+  return every;
+}
 
 template <int kRows, uint32_t kStepPuts>
 struct SelectSink {
@@ -69,19 +89,26 @@ struct SelectSink {
   SelectState<kRows>& st;
   uint64_t* keys;  // [kRows, cap]
   int32_t cap, k;
+  uint32_t vote_mask;  // vote_every - 1
+  uint32_t steps = 0;
 
-  // A step starts with every row holding <= cap - kStepPuts keys, so appends stay in bounds.
+  // Between two votes every row gains at most vote_every x kStepPuts keys; the vote keeps
+  // that much room free, so appends stay in bounds.
   __device__ void put(int r, int64_t, int64_t pos, float v) {
-    const uint64_t rk = rank_key(v, int32_t(pos));
-    if (rk > st.tau[r]) keys[size_t(r) * cap + atomicAdd(&st.count[r], 1u)] = rk;
+    if constexpr (FI_FUSED_PUTS != 0) {
+      const uint64_t rk = rank_key(v, int32_t(pos));
+      if (rk > st.tau[r]) keys[size_t(r) * cap + atomicAdd(&st.count[r], 1u)] = rk;
+    }
   }
 
-  // The vote reads counts before the barrier, where other threads may still be appending
-  // the previous step's keys (at most kStepPuts per row): a row votes while two steps of
-  // room remain. After the barrier the counts are settled and the same for every thread.
+  // Every vote_every-th step, all consumer threads vote. A count read before the barrier
+  // may miss the keys other threads are still appending since the last vote (at most one
+  // interval's worth), so a row votes while two intervals of room remain; after the
+  // barrier the counts are settled and the same for every thread.
   template <class Smem>
   __device__ void step(Smem&, int t) {
-    const uint32_t limit = uint32_t(cap) - 2 * kStepPuts;
+    if ((steps++ & vote_mask) != 0) return;
+    const uint32_t limit = uint32_t(cap) - 2 * (vote_mask + 1) * kStepPuts;
     const bool full = t < kRows && st.count[t] > limit;
     if (!ptx::named_barrier_or(1, kConsumers, full)) return;
     for (int r = 0; r < kRows; ++r)
@@ -173,7 +200,7 @@ __global__ void __launch_bounds__(kScorerThreads, 1)
   } else {
     if constexpr (Core::kNw >= 128) ptx::regs_alloc<kConsumerRegs>();
     const int t = threadIdx.x - 128;
-    SelectSink<kRows, step_puts(kHeads, kRows)> sink{st, keys, f.cap, f.k};
+    SelectSink<kRows, step_puts(kHeads, kRows)> sink{st, keys, f.cap, f.k, uint32_t(f.vote_every - 1)};
     Core::consume(sm, wg - 1, sink);
     ConsumerSync::sync();
     finish_rows<kRows>(a, f, sm, sink, split, t);
@@ -229,6 +256,7 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   f.ws = SplitCandidates::in(args.workspace, rows, args.plan.splits, p.k);
   if (f.cap < fused_topk_min_capacity(p.k, p.queries.num_heads, args.plan.rows_per_group))
     return cudaErrorInvalidConfiguration;
+  f.vote_every = vote_interval(f.cap, f.k, step_puts(p.queries.num_heads, args.plan.rows_per_group));
   const cudaError_t e = with_scorer_shape(p.cache.format, p.queries.num_heads, args.plan.rows_per_group,
                                           cudaErrorInvalidConfiguration, [&]<CacheFormat kF, int kH, int kR>() {
                                             return launch<kF, kH, kR>(a, f, stream);
