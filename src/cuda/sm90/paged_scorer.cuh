@@ -172,11 +172,13 @@ inline constexpr int kProducerRegs = ((kScorerThreads * kLaunchRegs - 256 * kCon
 static_assert(kProducerRegs >= 24 && 128 * kProducerRegs + 256 * kConsumerRegs <= kScorerThreads * kLaunchRegs,
               "register split beyond the launch allocation");
 
-// The scorer's shared memory at the first 1024-byte boundary of the dynamic base.
+// The scorer's shared memory at the first 1024-byte boundary of the dynamic base. Pointer
+// arithmetic on the __shared__ array (no round trip through an integer) lets the compiler
+// keep the shared address space: LDS / STS / ATOMS instead of generic accesses.
 template <class Smem>
 __device__ Smem& carve(uint8_t* raw) {
-  const uintptr_t p = (reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023);
-  return *reinterpret_cast<Smem*>(p);
+  const uint32_t pad = (1024u - (ptx::smem_addr(raw) & 1023u)) & 1023u;
+  return *reinterpret_cast<Smem*>(raw + pad);
 }
 
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
