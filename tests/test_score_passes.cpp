@@ -42,8 +42,11 @@ void check_random_groups(uint32_t seed) {
         ASSERT_GE(ps.first, c0 / flashindexer::cuda::kScorerTile * flashindexer::cuda::kScorerTile);
         ASSERT_LT(ps.first + int64_t(ps.tiles - 1) * flashindexer::cuda::kScorerTile, c1) << "a tile past the split";
       }
-      for (int r = 0; r < kRows; ++r)
-        if ((ps.mask >> r) & 1) ASSERT_EQ(rows[r].request, ps.request);
+      for (int r = 0; r < kRows; ++r) {
+        if ((ps.mask >> r) & 1) {
+          ASSERT_EQ(rows[r].request, ps.request);
+        }
+      }
     }
     ASSERT_EQ(nt, tiles);
     for (int r = 0; r < kRows; ++r) {
@@ -53,9 +56,11 @@ void check_random_groups(uint32_t seed) {
       int owner = -1;
       for (int p = 0; p < np; ++p)
         if ((passes[p].mask >> r) & 1) owner = p;
-      for (int other = 0; other < kRows; ++other)  // one pass per request
-        if (other != r && ((seen >> other) & 1) && rows[other].request == rows[r].request)
+      for (int other = 0; other < kRows; ++other) {  // one pass per request
+        if (other != r && ((seen >> other) & 1) && rows[other].request == rows[r].request) {
           ASSERT_TRUE((passes[owner].mask >> other) & 1);
+        }
+      }
       const ScorePass& ps = passes[owner];
       for (int64_t s = std::max<int64_t>(rows[r].start, c0); s < std::min<int64_t>(rows[r].end, c1); ++s)
         ASSERT_TRUE(s >= ps.first && s < ps.first + int64_t(ps.tiles) * flashindexer::cuda::kScorerTile)

@@ -5,11 +5,10 @@
 # variants.txt (summary) and variants.jsonl (bench lines tagged with "variant").
 #   usage: [POINTS="bench points"] [TESTS=gtest-filter] tools/scorer_variants.sh ["name=NVCC FLAGS" ...]
 #   (default: the perf.md leads of the scorer; the fused operator's knobs work the same way)
-# Needs .deps/ carried (tools/device_deps.sh). About 8-9 minutes for the five default
-# variants (pass fewer to stay well inside one 10-minute call); the quick tests include the
-# 20-rerun check, which a ping-pong race would likely break, and a hang ends at its timeout.
-# Variants that change the sums' order (rounds) need the full GpuScorer suite before they
-# become the default.
+# Needs .deps/ carried (tools/device_deps.sh). About 2 minutes for three variants (builds in
+# parallel), 4 for five; the quick tests include 20 reruns, and a hang ends at its timeout.
+# Variants that change the sums' order (chain2) get the full oracle suite and need the whole
+# GPU label before they become the default.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/flashindexer_out}
@@ -17,13 +16,10 @@ LOGS=/tmp/scorer_variants
 mkdir -p "$OUT" "$LOGS"
 variants=("$@")
 if [ ${#variants[@]} -eq 0 ]; then
-  # More, by name: "rounds=-DFI_SCORER_ROUNDS=1", "sleep=-DFI_SCORER_PRODUCER_SLEEP_NS=256
-  # -DFI_SCORER_CONSUMER_SLEEP_NS=64".
+  # The perf.md leads that are still open (ping-pong, rounds and sleeps were measured at
+  # d3fc81d and removed: bench/results/2026-11-29_variants_d3fc81d.txt).
   variants=("base="
-            "pingpong=-DFI_SCORER_PINGPONG=1"
-            "chain2=-DFI_SCORER_CHAIN2=1"
-            "chain2_pp=-DFI_SCORER_CHAIN2=1 -DFI_SCORER_PINGPONG=1"
-            "rounds_pp=-DFI_SCORER_ROUNDS=1 -DFI_SCORER_PINGPONG=1 -DFI_SCORER_CONSUMER_REGS=224")
+            "chain2=-DFI_SCORER_CHAIN2=1")
 fi
 # Bench points per variant (each prints both accuracy modes); the worst prefill and decode.
 points=${POINTS:-"v32_prefill_8192_c65536 v4-pro_decode_b64_n1_c65536"}

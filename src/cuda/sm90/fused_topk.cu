@@ -55,7 +55,7 @@ struct FusedLayout {
 };
 
 #ifndef FI_FUSED_MAX_VOTE_EVERY
-#define FI_FUSED_MAX_VOTE_EVERY 8  // steps between compaction votes, at most (a power of two)
+#define FI_FUSED_MAX_VOTE_EVERY 8  // steps between compaction votes, at most (a power of two; 1 measured slower)
 #endif
 #ifndef FI_FUSED_PUTS
 #define FI_FUSED_PUTS 1  // experiment knob: 0 drops every score (times the scorer alone; wrong results)
@@ -70,18 +70,7 @@ struct FusedParams {
   SplitCandidates ws;  // splits > 1
 };
 
-// At most this many puts per row in one step: one tile (N = 256), two (N <= 128).
-constexpr uint32_t step_puts(int heads, int rows) { return heads * rows == 256 ? 64u : 128u; }
-
-// Steps between votes: the largest power of two up to FI_FUSED_MAX_VOTE_EVERY that leaves at
-// least as much free room as it reserves (else the largest that fits at all; 1 at least).
-int32_t vote_interval(int32_t cap, int32_t k, uint32_t step) {
-  int32_t every = FI_FUSED_MAX_VOTE_EVERY;
-  while (every > 1 && int64_t(k) + 4 * int64_t(every) * step > cap) every /= 2;
-  if (every == 1)
-    for (every = FI_FUSED_MAX_VOTE_EVERY; every > 1 && int64_t(k) + 2 * int64_t(every) * step > cap;) every /= 2;
-  return every;
-}
+constexpr uint32_t step_puts(int heads, int rows) { return uint32_t(cuda::fused_step_puts(heads, rows)); }
 
 template <int kRows, uint32_t kStepPuts>
 struct SelectSink {
@@ -234,9 +223,7 @@ int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_
 }
 
 int32_t fused_topk_min_capacity(int32_t k, int32_t heads, int32_t rows_per_group) {
-  int32_t p = 1;
-  while (p < k) p <<= 1;
-  return std::max(p, k + 2 * int32_t(step_puts(heads, rows_per_group)));
+  return cuda::fused_min_capacity(k, cuda::fused_step_puts(heads, rows_per_group));
 }
 
 size_t fused_topk_workspace_bytes(const IndexerProblem& p, const cuda::ScorerPlan& plan) {
@@ -256,7 +243,8 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   f.ws = SplitCandidates::in(args.workspace, rows, args.plan.splits, p.k);
   if (f.cap < fused_topk_min_capacity(p.k, p.queries.num_heads, args.plan.rows_per_group))
     return cudaErrorInvalidConfiguration;
-  f.vote_every = vote_interval(f.cap, f.k, step_puts(p.queries.num_heads, args.plan.rows_per_group));
+  f.vote_every = cuda::fused_vote_interval(f.cap, f.k, cuda::fused_step_puts(p.queries.num_heads, args.plan.rows_per_group),
+                                           FI_FUSED_MAX_VOTE_EVERY);
   const cudaError_t e = with_scorer_shape(p.cache.format, p.queries.num_heads, args.plan.rows_per_group,
                                           cudaErrorInvalidConfiguration, [&]<CacheFormat kF, int kH, int kR>() {
                                             return launch<kF, kH, kR>(a, f, stream);

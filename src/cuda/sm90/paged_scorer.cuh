@@ -25,8 +25,7 @@
 //   full/empty): fp8 bytes by cp.async straight to their swizzled place; mxfp4 by cp.async
 //   into a raw ring, then converted to E5M2 by the thread that copied them; warpgroups 1 and 2
 //   consume: with N = 256 both read every tile (128 columns each, so a key tile from L2
-//   serves 256 columns); with N <= 128 they take alternate tiles. Nothing orders them yet,
-//   so sharing warpgroups tend to run in lockstep (docs/perf.md; FI_SCORER_PINGPONG).
+//   serves 256 columns); with N <= 128 they take alternate tiles.
 //   When a consumer holds 128 columns the producer gives it registers (setmaxnreg 88 / 208);
 //   its weights live in registers.
 // Sinks: put(r, row, position, score) for every in-window score (r: the row's index in
@@ -52,21 +51,9 @@
 
 namespace flashindexer::sm90 {
 
-// Experiment knobs (build flags, defaults = the tested configuration; see docs/perf.md):
-#ifndef FI_SCORER_PRODUCER_SLEEP_NS
-#define FI_SCORER_PRODUCER_SLEEP_NS 0  // > 0: the producer sleeps between polls of `empty`
-#endif
-#ifndef FI_SCORER_CONSUMER_SLEEP_NS
-#define FI_SCORER_CONSUMER_SLEEP_NS 0  // > 0: consumers sleep between polls of `full`
-#endif
-#ifndef FI_SCORER_PINGPONG
-#define FI_SCORER_PINGPONG 0  // 1: consumers sharing tiles take turns on the tensor cores
-#endif
+// Experiment knob (build flag; default = the tested configuration; see docs/perf.md):
 #ifndef FI_SCORER_CHAIN2
 #define FI_SCORER_CHAIN2 0  // 1: kFp32 as two tensor-core chains of two k32 steps (1 wait, 1 add)
-#endif
-#ifndef FI_SCORER_ROUNDS
-#define FI_SCORER_ROUNDS 0  // 1: kFp32 tiles in 64-column rounds, four accumulators, one wait each
 #endif
 
 inline constexpr int kScorerThreads = 384;   // producer + two consumer warpgroups
@@ -191,10 +178,6 @@ struct PagedScorer {
   static constexpr int kNw = kShareTiles ? kN / 2 : kN;      // columns per consumer warpgroup
   static constexpr int kRowsW = kNw / kHeads;                // rows per consumer warpgroup
   static constexpr uint32_t kEmptyArrivals = kShareTiles ? 256 : 128;
-  static constexpr bool kPingPong = FI_SCORER_PINGPONG != 0 && kShareTiles;
-  static constexpr bool kRounds = FI_SCORER_ROUNDS != 0 && kAccuracy == ScoreAccuracy::kFp32;
-  static constexpr int kRoundCols = kNw < 64 ? kNw : 64;  // columns per round (kRounds)
-  static constexpr uint32_t kTurnBarrier = 2;  // named barriers 2, 3 (1: consumers' end)
   static_assert(kN % 32 == 0 && kN <= 256 && kRows <= 8, "unsupported group shape");
   using Smem = ScorerSmem<kN, kMx>;
 
@@ -361,7 +344,7 @@ struct PagedScorer {
     for (int i = 0; i < sm.num_tiles; ++i) {
       const int stage = i % kStages;
       const TileSource src = tile_source(a, sm, i, pages.page(a, sm, i));
-      ptx::mbar_wait_backoff<FI_SCORER_PRODUCER_SLEEP_NS>(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
+      ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
         const int c = tid + 128 * u;  // 16-byte chunk c & 7 of token c >> 3
@@ -404,7 +387,7 @@ struct PagedScorer {
       ptx::cp_async_commit();
       ptx::cp_async_wait<kAhead>();  // this thread's copies of tile i have landed
       const int stage = i % kStages, slot = i % Mxfp4RawRing::kRaw;
-      ptx::mbar_wait_backoff<FI_SCORER_PRODUCER_SLEEP_NS>(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
+      ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         const int c = tid + 128 * u, token = c >> 2, block = c & 3;
@@ -526,45 +509,6 @@ struct PagedScorer {
     for (int i = 0; i < kNw / 2; ++i) acc[i] += part[i];
   }
 
-  // kRounds (experiment): the warpgroup's columns in rounds of kRoundCols; per round the
-  // four k32 steps go to four zeroed accumulators in one commit group (one wait), summed
-  // (p0 + p1) + (p2 + p3) in fp32, then relu, weights and head sums (add_head_sums). The
-  // WGMMAs are outside any per-thread branch (.aligned: the warpgroup must not diverge).
-  // With kPingPong a turn is one round's MMA issue. `last`: the CTA's last tile.
-  __device__ static void tile_sums_rounds(int cw, uint64_t desc_k, uint64_t desc_q, const float2 (&wr)[kNw / 8],
-                                          bool neg0, bool neg1, bool last, float (&s)[kRowsW][2]) {
-    constexpr int kC = kRoundCols, kR = kC / 2;
-#pragma unroll
-    for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = 0.0f;
-#pragma unroll
-    for (int rd = 0; rd < kNw / kC; ++rd) {
-      float p0[kR], p1[kR], p2[kR], p3[kR];
-      const uint64_t dq = desc_q + uint64_t(rd * kC * 128 / 16);
-      if constexpr (kPingPong) ptx::named_barrier(kTurnBarrier + cw, 256);
-      ptx::wgmma_fence();
-      Wgmma<kC, kKind>::mma(p0, desc_k, dq, 0);
-      Wgmma<kC, kKind>::mma(p1, desc_k + 2, dq + 2, 0);
-      Wgmma<kC, kKind>::mma(p2, desc_k + 4, dq + 4, 0);
-      Wgmma<kC, kKind>::mma(p3, desc_k + 6, dq + 6, 0);
-      ptx::wgmma_commit();
-      if constexpr (kPingPong) {
-        if (cw == 0 || !(last && rd == kNw / kC - 1)) ptx::named_barrier_arrive(kTurnBarrier + (cw ^ 1), 256);
-      }
-      ptx::wgmma_wait<0>();
-      ptx::fence_registers(p0);
-      ptx::fence_registers(p1);
-      ptx::fence_registers(p2);
-      ptx::fence_registers(p3);
-#pragma unroll
-      for (int i = 0; i < kR; ++i) p0[i] = (p0[i] + p1[i]) + (p2[i] + p3[i]);
-      if (!kMx && (neg0 || neg1)) {
-        add_head_sums<true, kC>(p0, rd * (kC / 8), wr, neg0, neg1, s);
-      } else {
-        add_head_sums<false, kC>(p0, rd * (kC / 8), wr, false, false, s);
-      }
-    }
-  }
-
   // Warpgroups 1, 2 (cw = 0, 1). N = 256: both take every tile, each its half of the
   // columns (kNw = 128, whole rows). N <= 128: they take alternate tiles, all columns.
   // sink.put(r, row, position, score) for every in-window position of the tile's pass;
@@ -578,23 +522,16 @@ struct PagedScorer {
     const int col0 = kShareTiles ? cw * kNw : 0;
     const int row0 = col0 / kHeads;
     const uint64_t desc_q = ptx::smem_desc_sw128(sm.q + col0 * 128);
-    // acc / part stay untouched (and cost no registers) where unused: part in kReduced,
-    // both with kRounds.
-    constexpr int kAcc = kRounds ? 0 : kNw / 2;
-    constexpr int kPart = kRounds || kAccuracy == ScoreAccuracy::kReduced ? 0 : kNw / 2;
+    // part stays untouched (and costs no registers) in kReduced, where it is unused.
+    constexpr int kPart = kAccuracy == ScoreAccuracy::kReduced ? 0 : kNw / 2;
     float acc[kNw / 2], part[kNw / 2];
 #pragma unroll
-    for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < kNw / 2; ++i) acc[i] = 0.0f;
 #pragma unroll
     for (int i = 0; i < kPart; ++i) part[i] = 0.0f;
     float2 wr[kNw / 8];
     load_weights(sm, col0, wr);
     const int first = kShareTiles ? 0 : cw, step = kShareTiles ? 1 : 2;
-    // Ping-pong (share mode only: both warpgroups see the same tile sequence): warpgroup 0
-    // takes the first turn; each hands the tensor cores over once its MMAs are done.
-    if constexpr (kPingPong) {
-      if (cw == 1 && sm.num_tiles > 0) ptx::named_barrier_arrive(kTurnBarrier, 256);
-    }
     // Lockstep: every consumer thread runs the same number of steps (with N <= 128 the
     // second warpgroup skips a missing last tile of an odd count but still steps).
     const int steps = Sink::kLockstep ? (kShareTiles ? sm.num_tiles : (sm.num_tiles + 1) / 2) : 0;
@@ -604,29 +541,18 @@ struct PagedScorer {
         if (i >= sm.num_tiles) continue;
       }
       const int stage = i % kStages;
-      ptx::mbar_wait_backoff<FI_SCORER_CONSUMER_SLEEP_NS>(&sm.full[stage], (i / kStages) & 1);
+      ptx::mbar_wait(&sm.full[stage], (i / kStages) & 1);
       ptx::fence_proxy_async_smem();  // cp.async (generic proxy) data -> WGMMA (async proxy)
       const uint64_t desc_k = ptx::smem_desc_sw128(sm.k[stage]);
-      float ks0, ks1, s[kRowsW][2];
-      if constexpr (kRounds) {
-        ks0 = sm.kscale[stage][m0];
-        ks1 = sm.kscale[stage][m1];
-        tile_sums_rounds(cw, desc_k, desc_q, wr, ks0 < 0.0f, ks1 < 0.0f, i + step >= sm.num_tiles, s);
-        ptx::mbar_arrive(&sm.empty[stage]);
+      float s[kRowsW][2];
+      mma_tile(acc, part, desc_k, desc_q);
+      const float ks0 = sm.kscale[stage][m0];
+      const float ks1 = sm.kscale[stage][m1];
+      ptx::mbar_arrive(&sm.empty[stage]);
+      if (!kMx && (ks0 < 0.0f || ks1 < 0.0f)) {
+        head_sums<true>(acc, wr, ks0 < 0.0f, ks1 < 0.0f, s);
       } else {
-        if constexpr (kPingPong) ptx::named_barrier(kTurnBarrier + cw, 256);  // my turn
-        mma_tile(acc, part, desc_k, desc_q);
-        if constexpr (kPingPong) {  // the other warpgroup's turn (none after its last tile)
-          if (cw == 0 || i + step < sm.num_tiles) ptx::named_barrier_arrive(kTurnBarrier + (cw ^ 1), 256);
-        }
-        ks0 = sm.kscale[stage][m0];
-        ks1 = sm.kscale[stage][m1];
-        ptx::mbar_arrive(&sm.empty[stage]);
-        if (!kMx && (ks0 < 0.0f || ks1 < 0.0f)) {
-          head_sums<true>(acc, wr, ks0 < 0.0f, ks1 < 0.0f, s);
-        } else {
-          head_sums<false>(acc, wr, false, false, s);
-        }
+        head_sums<false>(acc, wr, false, false, s);
       }
 #pragma unroll
       for (int r = 0; r < kRowsW; ++r) {

@@ -28,27 +28,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       : "memory");
 }
 
-// As mbar_wait, sleeping `ns` nanoseconds between polls (frees issue slots for other warps).
-__device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(smem_addr(bar)), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-template <int kSleepNs>
-__device__ __forceinline__ void mbar_wait_backoff(uint64_t* bar, uint32_t parity) {
-  if constexpr (kSleepNs <= 0) {
-    mbar_wait(bar, parity);
-  } else {
-    while (!mbar_try_wait(bar, parity)) __nanosleep(kSleepNs);
-  }
-}
-
 // Orders this thread's generic-proxy shared-memory writes before later async-proxy
 // reads (WGMMA operands written with st.shared).
 __device__ __forceinline__ void fence_proxy_async_smem() {
