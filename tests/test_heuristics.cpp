@@ -85,21 +85,27 @@ TEST(Heuristics, ScorerMaxSplitsBoundsSplitsIndependentlyOfContext) {
   EXPECT_EQ(plan_scorer(false, 8192, 1, 1, 64, 262144, 132).max_splits, 1);  // prefill: no workspace
 }
 
-// The fused operator's least candidate capacity: room for K plus one tile of appends, and
-// for the final power-of-two sort.
-TEST(Heuristics, FusedMinCapacityHoldsKPlusATileAndTheSort) {
+// The fused operator's vote interval: a power of two that keeps appends in bounds
+// (cap >= K + 2 x every x step) whenever the capacity meets the minimum, and prefers the
+// longest interval that leaves as much room free as it reserves.
+TEST(Heuristics, FusedVoteIntervalKeepsAppendsInBounds) {
   using flashindexer::cuda::fused_min_capacity;
-  for (int32_t k = 1; k <= 4096; ++k) {
-    const int32_t cap = fused_min_capacity(k);
-    ASSERT_GE(cap, k + 64) << k;
-    int32_t p = 1;
-    while (p < k) p <<= 1;
-    ASSERT_GE(cap, p) << k;
-    ASSERT_TRUE(cap == k + 64 || cap == p) << k;  // the least such capacity
-  }
-  EXPECT_EQ(fused_min_capacity(2048), 2112);
-  EXPECT_EQ(fused_min_capacity(1000), 1064);
-  EXPECT_EQ(fused_min_capacity(7), 71);
+  using flashindexer::cuda::fused_vote_interval;
+  for (const int32_t step : {64, 128})
+    for (const int32_t k : {1, 7, 512, 1000, 1024, 2048})
+      for (int32_t cap = fused_min_capacity(k, step); cap < 9000; cap += 37) {
+        const int32_t every = fused_vote_interval(cap, k, step);
+        ASSERT_GE(every, 1);
+        ASSERT_LE(every, 8);
+        ASSERT_EQ(every & (every - 1), 0) << every;
+        ASSERT_LE(int64_t(k) + 2 * int64_t(every) * step, cap) << "k " << k << " cap " << cap;
+        if (every < 8 && int64_t(k) + 4 * int64_t(2 * every) * step <= cap) ADD_FAILURE() << "not the longest";
+      }
+  EXPECT_EQ(fused_min_capacity(2048, 64), 2048 + 128);
+  EXPECT_EQ(fused_min_capacity(1000, 64), 1128);
+  EXPECT_EQ(fused_min_capacity(7, 128), 263);
+  EXPECT_EQ(fused_vote_interval(3800, 2048, 64), 4);  // fp8 prefill, K = 2048
+  EXPECT_EQ(fused_vote_interval(2298, 512, 64), 4);   // mxfp4 prefill, K = 512
 }
 
 }  // namespace

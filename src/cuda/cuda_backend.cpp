@@ -97,7 +97,7 @@ class CudaBackend final : public BackendImpl {
                                                     " for fused_topk on sm_90a, got " + std::to_string(p.k));
       const int32_t cap = sm90::fused_topk_capacity(p.cache.format, p.queries.num_heads, plan.rows_per_group,
                                                     device().smem_optin);
-      const int32_t need = fused_min_capacity(p.k);
+      const int32_t need = sm90::fused_topk_min_capacity(p.k, p.queries.num_heads, plan.rows_per_group);
       if (cap < need)
         return Status(StatusCode::kUnsupported,
                       "k: fused_topk on sm_90a holds " + std::to_string(cap) + " candidates per row for H = " +

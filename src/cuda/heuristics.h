@@ -76,12 +76,32 @@ inline ScorerPlan plan_scorer(bool decode, int64_t rows, int32_t next_n, int32_t
 }
 
 // Fused operator (fused_topk.cu): each row of a group keeps `cap` candidate keys in shared
-// memory and gains at most one tile (64 keys) between two compaction checks. The least
-// capacity for K: K plus one tile, and the final sort's power of two >= K.
-inline int32_t fused_min_capacity(int32_t k) {
+// memory; between two compaction votes a row gains at most vote_every x step_puts keys
+// (step_puts: one 64-position tile per step when the two consumer warpgroups share tiles,
+// N = H x R = 256; a pair of tiles otherwise).
+inline constexpr int32_t fused_step_puts(int32_t heads, int32_t rows_per_group) {
+  return heads * rows_per_group == 256 ? 64 : 128;
+}
+
+// The least capacity for K: K plus two vote intervals of one step (the vote reads counts that
+// may lag one interval), and the final sort's power of two >= K.
+inline int32_t fused_min_capacity(int32_t k, int32_t step_puts) {
   int32_t p = 1;
   while (p < k) p <<= 1;
-  return std::max(p, k + int32_t(kScorerTile));
+  return std::max(p, k + 2 * step_puts);
+}
+
+// Steps between compaction votes: the largest power of two <= max_every that keeps at least
+// as much room free as it reserves (cap >= K + 4 x every x step), else the largest that fits
+// (cap >= K + 2 x every x step), 1 at least (fused_min_capacity guarantees 1 fits).
+inline int32_t fused_vote_interval(int32_t cap, int32_t k, int32_t step_puts, int32_t max_every = 8) {
+  auto fits = [&](int32_t every, int64_t reserve) { return int64_t(k) + reserve * every * step_puts <= cap; };
+  int32_t every = max_every;
+  while (every > 1 && !fits(every, 4)) every /= 2;
+  if (every > 1) return every;
+  every = max_every;
+  while (every > 1 && !fits(every, 2)) every /= 2;
+  return every;
 }
 
 }  // namespace flashindexer::cuda

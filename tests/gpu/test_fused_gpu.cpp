@@ -190,9 +190,8 @@ TEST(GpuFused, KOrdersAndShapes) {
       s.order = k == 1024 ? OutputOrder::kRank : OutputOrder::kPosition;
       expect_fused_exact(make(s), std::string(name(f)) + " k " + std::to_string(k));
     }
-    // 8 rows per group: mxfp4 holds ~1,000 candidates per row beside its larger scorer.
-    SyntheticSpec s = spec(f, Generator::kTies, 30, 2, 5000, f == CacheFormat::kMxfp4 ? 512 : 1024, 51);
-    s.num_heads = 32;
+    SyntheticSpec s = spec(f, Generator::kTies, 30, 2, 5000, 1024, 51);
+    s.num_heads = 32;  // 8 rows per group
     expect_fused_exact(make(s), std::string(name(f)) + " H 32");
     s = spec(f, Generator::kGaussian, 17, 2, 7000, 512, 52);
     s.page_size = 128;

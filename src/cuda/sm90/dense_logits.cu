@@ -13,7 +13,7 @@ namespace flashindexer::sm90 {
 namespace {
 
 struct LogitsSink {
-  static constexpr bool kTileHooks = false;
+  static constexpr bool kLockstep = false;
   float* logits;
   int64_t row_stride;
   __device__ void put(int, int64_t row, int64_t pos, float v) const { logits[row * row_stride + pos] = v; }

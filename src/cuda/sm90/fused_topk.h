@@ -19,8 +19,12 @@ struct FusedTopKArgs {
 };
 
 // Candidate keys per row that the fused kernel of this shape holds within smem_limit;
-// 0 when the shape has no kernel. The kernel needs at least cuda::fused_min_capacity(K).
+// 0 when the shape has no kernel.
 int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_group, size_t smem_limit);
+
+// The least capacity that K needs with this group shape: room for K plus two steps of
+// appends, and for the final sort (a power of two >= K).
+int32_t fused_topk_min_capacity(int32_t k, int32_t heads, int32_t rows_per_group);
 
 // Caller-owned scratch: room for the splits' local top K (rows x plan.max_splits x K rank
 // keys) when rows can be split, else 0. Independent of max_context: plan_scorer bounds the

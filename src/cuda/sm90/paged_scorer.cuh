@@ -29,9 +29,9 @@
 //   When a consumer holds 128 columns the producer gives it registers (setmaxnreg 88 / 208);
 //   its weights live in registers.
 // Sinks: put(r, row, position, score) for every in-window score (r: the row's index in
-//   the group). A sink with kTileHooks also gets tile_begin(i, first position) before a
-//   tile's puts and tile_end(i) after them, from every thread of the warpgroup(s) scoring
-//   tile i (the fused operator hands each tile's scores to its selector there).
+//   the group). A sink with kLockstep also gets step(sm, t) from all 256 consumer threads
+//   at the start of every tile (N = 256) or pair of tiles (N <= 128), so it can run
+//   group-wide work (the fused operator's compactions) between the steps' puts.
 // Shared memory: Q N x 128 B + 8 x (8 KiB keys + 256 B scales) + N weights + metadata;
 //   mxfp4 adds a raw ring of 9 x 5 KiB tiles (N = 256: fp8 99 KiB, mxfp4 144 KiB).
 #pragma once
@@ -337,8 +337,7 @@ struct PagedScorer {
   // fp8: every byte goes straight to its swizzled place by cp.async; the stage's full
   // barrier completes when all 128 producer threads' copies have landed. Up to kStages
   // tiles in flight.
-  template <class AfterTile>
-  __device__ static void produce_fp8(const ScorerArgs& a, Smem& sm, AfterTile&& after_tile) {
+  __device__ static void produce_fp8(const ScorerArgs& a, Smem& sm) {
     const int tid = threadIdx.x;  // 0..127
     PageAhead pages;
     pages.start(a, sm);
@@ -353,7 +352,6 @@ struct PagedScorer {
       }
       if (tid < 16) ptx::cp_async16(&sm.kscale[stage][4 * tid], src.scales + tid * 16);
       ptx::cp_async_arrive(&sm.full[stage]);
-      after_tile(i);
     }
   }
 
@@ -372,8 +370,7 @@ struct PagedScorer {
     }
   }
 
-  template <class AfterTile>
-  __device__ static void produce_mx(const ScorerArgs& a, Smem& sm, AfterTile&& after_tile) {
+  __device__ static void produce_mx(const ScorerArgs& a, Smem& sm) {
     constexpr int kAhead = Mxfp4RawRing::kRaw - 1;
     const int tid = threadIdx.x;
     const int n = sm.num_tiles;
@@ -405,23 +402,16 @@ struct PagedScorer {
       }
       ptx::fence_proxy_async_smem();
       ptx::mbar_arrive(&sm.full[stage]);
-      after_tile(i);
     }
     ptx::cp_async_wait<0>();
   }
 
-  // Warpgroup 0. after_tile(i) runs on all 128 producer threads once tile i is handed to
-  // the consumers (the fused operator selects there; dense logits passes nothing).
-  template <class AfterTile>
-  __device__ static void produce(const ScorerArgs& a, Smem& sm, AfterTile&& after_tile) {
-    if constexpr (kMx) {
-      produce_mx(a, sm, after_tile);
-    } else {
-      produce_fp8(a, sm, after_tile);
-    }
-  }
   __device__ static void produce(const ScorerArgs& a, Smem& sm) {
-    produce(a, sm, [](int) {});
+    if constexpr (kMx) {
+      produce_mx(a, sm);
+    } else {
+      produce_fp8(a, sm);
+    }
   }
 
   // ---------------------------------------------------------------- consumers
@@ -521,8 +511,8 @@ struct PagedScorer {
 
   // Warpgroups 1, 2 (cw = 0, 1). N = 256: both take every tile, each its half of the
   // columns (kNw = 128, whole rows). N <= 128: they take alternate tiles, all columns.
-  // sink.put(r, row, position, score) for every in-window position of the tile's pass,
-  // between sink.tile_begin and sink.tile_end when the sink has kTileHooks.
+  // sink.put(r, row, position, score) for every in-window position of the tile's pass;
+  // lockstep sinks: sink.step(sm, t) before each step (see the file comment).
   template <class Sink>
   __device__ static void consume(Smem& sm, int cw, Sink& sink) {
     const int t = threadIdx.x - 128;  // 0..255
@@ -542,7 +532,14 @@ struct PagedScorer {
     float2 wr[kNw / 8];
     load_weights(sm, col0, wr);
     const int first = kShareTiles ? 0 : cw, step = kShareTiles ? 1 : 2;
-    for (int i = first; i < sm.num_tiles; i += step) {
+    // Lockstep: every consumer thread runs the same number of steps (with N <= 128 the
+    // second warpgroup skips a missing last tile of an odd count but still steps).
+    const int steps = Sink::kLockstep ? (kShareTiles ? sm.num_tiles : (sm.num_tiles + 1) / 2) : 0;
+    for (int j = 0, i = first; Sink::kLockstep ? j < steps : i < sm.num_tiles; ++j, i += step) {
+      if constexpr (Sink::kLockstep) {
+        sink.step(sm, t);
+        if (i >= sm.num_tiles) continue;
+      }
       const int stage = i % kStages;
       ptx::mbar_wait(&sm.full[stage], (i / kStages) & 1);
       ptx::fence_proxy_async_smem();  // cp.async (generic proxy) data -> WGMMA (async proxy)
@@ -568,7 +565,6 @@ struct PagedScorer {
       const int p = pass_of(sm, i);
       const int64_t p0 = tile_first(sm, p, i);
       const uint32_t mask = sm.passes[p].mask;
-      if constexpr (Sink::kTileHooks) sink.tile_begin(i, p0);
 #pragma unroll
       for (int rw = 0; rw < kRowsW; ++rw) {
         const int r = row0 + rw;
@@ -588,7 +584,6 @@ struct PagedScorer {
         }
         if (nan) sm.rows[r].nan = 1;
       }
-      if constexpr (Sink::kTileHooks) sink.tile_end(i);
     }
   }
 };

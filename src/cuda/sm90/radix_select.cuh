@@ -121,26 +121,26 @@ struct RadixSelect {
         if (in && lane == __ffs(peers) - 1) atomicAdd(&s.hist[bin], __popc(peers));
       }
       Sync::sync();
-      // Walk bins from the top: thread t owns reversed bins [t * kBinsPerThread, ...); the
-      // thread whose range holds the need-th key re-reads its bins (few registers).
-      auto bin = [&](int j) {
-        const int rb = tid * kBinsPerThread + j;
-        return rb < int(nb) ? s.hist[nb - 1 - rb] : 0u;
-      };
+      // Walk bins from the top: thread t owns reversed bins [t * kBinsPerThread, ...).
+      uint32_t local[kBinsPerThread];
       uint32_t sum = 0;
 #pragma unroll
-      for (int j = 0; j < kBinsPerThread; ++j) sum += bin(j);
+      for (int j = 0; j < kBinsPerThread; ++j) {
+        const int rb = tid * kBinsPerThread + j;
+        local[j] = rb < int(nb) ? s.hist[nb - 1 - rb] : 0u;
+        sum += local[j];
+      }
       const uint32_t before = exclusive_sum(s, tid, sum);
       if (before < need && need <= before + sum) {
         uint32_t acc = before;
+#pragma unroll
         for (int j = 0; j < kBinsPerThread; ++j) {
-          const uint32_t c = bin(j);
-          if (acc < need && need <= acc + c) {
+          if (acc < need && need <= acc + local[j]) {
             s.sel_bin = nb - 1 - uint32_t(tid * kBinsPerThread + j);
             s.sel_need = need - acc;
-            s.sel_count = c;
+            s.sel_count = local[j];
           }
-          acc += c;
+          acc += local[j];
         }
       }
       Sync::sync();
