@@ -35,7 +35,8 @@ for step in $steps; do
       build/device/flashindexer bench --json ${SCORE_ARGS:-} > "$OUT/bench_score.jsonl" 2> "$OUT/bench_score.err" || rc=1
       PYTHONUNBUFFERED=1 python3 bench/torch_indexer_baseline.py >> "$OUT/bench_score.jsonl" 2>> "$OUT/bench_score.err" || rc=1
       tail -3 "$OUT/bench_score.err"
-      python3 bench/summarize.py "$OUT/bench_score.jsonl" | tee "$OUT/bench_score.txt" ;;
+      python3 bench/summarize.py "$OUT/bench_score.jsonl" | tee "$OUT/bench_score.txt"
+      python3 bench/plot_fused.py "$OUT/fused.png" "$OUT/bench_score.jsonl" || rc=1 ;;
   esac
 done
 exit $rc
