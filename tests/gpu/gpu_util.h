@@ -96,6 +96,25 @@ struct DeviceProblem {
   }
 };
 
+// A synthetic problem of H = 64 heads: `rows` ragged rows over `requests` requests (or decode
+// rows, when the caller sets form), ending at C4 `context`.
+inline SyntheticSpec gpu_spec(CacheFormat f, Generator g, int64_t rows, int32_t requests, int64_t context, int32_t k,
+                              uint64_t seed) {
+  SyntheticSpec s;
+  s.format = f;
+  s.num_heads = 64;
+  s.k = k;
+  s.rows = rows;
+  s.requests = requests;
+  s.context = context;
+  s.generator = g;
+  s.seed = seed;
+  return s;
+}
+
+inline constexpr CacheFormat kFormats[] = {CacheFormat::kMxfp4, CacheFormat::kFp8E4M3};
+inline const char* name(CacheFormat f) { return f == CacheFormat::kMxfp4 ? "mxfp4" : "fp8"; }
+
 inline Launch gpu_launch(cudaStream_t stream = nullptr) {
   Launch l;
   l.backend = Backend::kCuda;

@@ -155,22 +155,7 @@ void expect_fused_exact(const HostProblem& h, const std::string& what, int64_t e
               (long long)long_rows(fused));
 }
 
-SyntheticSpec spec(CacheFormat f, Generator g, int64_t rows, int32_t requests, int64_t context, int32_t k,
-                   uint64_t seed) {
-  SyntheticSpec s;
-  s.format = f;
-  s.num_heads = 64;
-  s.k = k;
-  s.rows = rows;
-  s.requests = requests;
-  s.context = context;
-  s.generator = g;
-  s.seed = seed;
-  return s;
-}
-
-const CacheFormat kFormats[] = {CacheFormat::kMxfp4, CacheFormat::kFp8E4M3};
-const char* name(CacheFormat f) { return f == CacheFormat::kMxfp4 ? "mxfp4" : "fp8"; }
+constexpr auto spec = gpu_spec;
 
 TEST(GpuFused, MatchesDenseThenTopKOnEveryGenerator) {
   SKIP_WITHOUT_GPU();

@@ -110,20 +110,8 @@ void expect_matches_oracle(const HostProblem& h, const std::string& what, int64_
 }
 
 SyntheticSpec spec(CacheFormat f, Generator g, int64_t rows, int32_t requests, int64_t context, uint64_t seed) {
-  SyntheticSpec s;
-  s.format = f;
-  s.num_heads = 64;
-  s.k = 64;
-  s.rows = rows;
-  s.requests = requests;
-  s.context = context;
-  s.generator = g;
-  s.seed = seed;
-  return s;
+  return gpu_spec(f, g, rows, requests, context, 64, seed);
 }
-
-const CacheFormat kFormats[] = {CacheFormat::kMxfp4, CacheFormat::kFp8E4M3};
-const char* name(CacheFormat f) { return f == CacheFormat::kMxfp4 ? "mxfp4" : "fp8"; }
 
 TEST(GpuScorer, MatchesOracleOnEveryGenerator) {
   SKIP_WITHOUT_GPU();

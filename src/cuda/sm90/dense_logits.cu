@@ -75,13 +75,7 @@ cudaError_t launch(const ScorerArgs& a, const LogitsOutput& out, cudaStream_t st
   auto kernel = a.accuracy == ScoreAccuracy::kReduced
                     ? dense_logits_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kReduced>
                     : dense_logits_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kFp32>;
-  // Raising the dynamic shared-memory limit is a per-function attribute; setting it on
-  // every call is cheap and keeps the path free of static state.
-  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmem));
-      e != cudaSuccess)
-    return e;
-  kernel<<<dim3(unsigned(a.g.ctas())), kScorerThreads, kSmem, stream>>>(a, out);
-  return cudaGetLastError();
+  return launch_scorer_kernel(kernel, kSmem, stream, a, out);
 }
 
 }  // namespace

@@ -205,11 +205,7 @@ cudaError_t launch(const ScorerArgs& a, const FusedParams& f, cudaStream_t strea
   auto kernel = a.accuracy == ScoreAccuracy::kReduced
                     ? fused_topk_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kReduced>
                     : fused_topk_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kFp32>;
-  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-      e != cudaSuccess)
-    return e;
-  kernel<<<dim3(unsigned(a.g.ctas())), kScorerThreads, smem, stream>>>(a, f);
-  return cudaGetLastError();
+  return launch_scorer_kernel(kernel, smem, stream, a, f);
 }
 
 }  // namespace

@@ -104,6 +104,18 @@ R with_scorer_shape(CacheFormat format, int32_t heads, int32_t rows, R none, Fn&
                                        : by_heads.template operator()<CacheFormat::kFp8E4M3>();
 }
 
+// Host: raises `kernel`'s dynamic shared-memory limit to `smem` (a per-function attribute,
+// cheap, graph-safe) and launches it on one CTA per (group, split) of a.g.
+template <class... Params, class... Args>
+cudaError_t launch_scorer_kernel(void (*kernel)(Params...), size_t smem, cudaStream_t stream, const ScorerArgs& a,
+                                 const Args&... args) {
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+      e != cudaSuccess)
+    return e;
+  kernel<<<dim3(unsigned(a.g.ctas())), kScorerThreads, smem, stream>>>(a, args...);
+  return cudaGetLastError();
+}
+
 inline constexpr int kScorerStages = 8;  // key tiles in the ring
 
 // mxfp4 only: raw key tiles as stored, before their conversion to E5M2.
