@@ -20,6 +20,7 @@
 
 #include "bench_topk.h"
 #include "bench_util.h"
+#include "cuda/sm90/fused_topk.h"
 #include "flashindexer/host_problem.h"
 #include "flashindexer/operators.h"
 
@@ -169,6 +170,24 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
     BENCH_CHECK(cudaMemcpy(y.data(), b, bytes, cudaMemcpyDeviceToHost));
     identical = identical && x == y;
   }
+  // Builds with -DFI_FUSED_PROFILE=1: one more fused call, its per-phase cycles per CTA.
+  nlohmann::json profile;
+  unsigned long long prof[sm90::kFusedProfileSlots];
+  if (sm90::fused_topk_profile(prof, true)) {
+    fused_status = fused_topk(p, outs[0], l);
+    BENCH_CHECK(cudaDeviceSynchronize());
+    if (fused_status.is_ok() && sm90::fused_topk_profile(prof, true) && prof[sm90::kProfileCtas] > 0) {
+      const double ctas = double(prof[sm90::kProfileCtas]);
+      profile = {{"ctas", ctas},
+                 {"consume_cycles", prof[sm90::kProfileConsume] / ctas},
+                 {"vote_cycles", prof[sm90::kProfileVotes] / ctas},
+                 {"compact_cycles", prof[sm90::kProfileCompactCycles] / ctas},
+                 {"compactions", prof[sm90::kProfileCompactions] / ctas},
+                 {"keys_per_compaction",
+                  prof[sm90::kProfileCompactedKeys] / std::max(1.0, double(prof[sm90::kProfileCompactions]))},
+                 {"finish_cycles", prof[sm90::kProfileFinish] / ctas}};
+    }
+  }
   const double dense_extra = double(rows) * double(logits.row_stride) * 4 + double(topk_ws);
   for (int path = 0; path < 2; ++path) {
     const double ms = path == 0 ? fused_ms : dense_ms;
@@ -192,6 +211,7 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
     j["x_tensor_floor"] = ms / (w.flops / (gemm_tflops * 1e9));
     j["x_key_read_floor"] = ms / (w.key_bytes / (copy_gbps * 1e6));
     j["command"] = "flashindexer bench --json --only " + pt.name();
+    if (path == 0 && !profile.is_null()) j["profile_per_cta"] = profile;
     std::printf("%s\n", j.dump().c_str());
   }
   std::fflush(stdout);

@@ -37,11 +37,24 @@ def fused(recs):
               f" {str(r['identical']):>5}")
 
 
+def profile(recs):
+    rows = [r for r in recs if r.get("op") == "fused_topk" and "profile_per_cta" in r]
+    if not rows:
+        return
+    print(f"{'fused profile, cycles per CTA':34} {'consume':>10} {'votes':>10} {'compact':>10} {'n comp':>7}"
+          f" {'keys/comp':>9} {'finish':>10}")
+    for r in rows:
+        p = r["profile_per_cta"]
+        print(f"{r['point']:34} {p['consume_cycles']:>10.0f} {p['vote_cycles']:>10.0f} {p['compact_cycles']:>10.0f}"
+              f" {p['compactions']:>7.1f} {p['keys_per_compaction']:>9.0f} {p['finish_cycles']:>10.0f}")
+
+
 def main(path):
     recs = [json.loads(line) for line in open(path) if line.strip().startswith("{")]
     if any(r.get("op") in ("dense_logits", "fused_topk") for r in recs):
         scorer(recs)
-        return fused(recs)
+        fused(recs)
+        return profile(recs)
     floor = next((r for r in recs if r.get("op") == "copy_floor"), None)
     if floor:
         print(f"copy floor: {floor['gbps']:.0f} GB/s (read+write), {floor['gpu']}, git {floor['git']}")

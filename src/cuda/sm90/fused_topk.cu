@@ -60,6 +60,30 @@ struct FusedLayout {
 #ifndef FI_FUSED_PUTS
 #define FI_FUSED_PUTS 1  // experiment knob: 0 drops every score (times the scorer alone; wrong results)
 #endif
+#ifndef FI_FUSED_PROFILE
+#define FI_FUSED_PROFILE 0  // experiment knob: 1 sums consumer thread 0's clock64 per phase (fused_topk_profile)
+#endif
+
+// FI_FUSED_PROFILE: what consumer thread 0 of every CTA adds up (FusedProfile names the slots).
+#if FI_FUSED_PROFILE
+__device__ unsigned long long g_fused_profile[kFusedProfileSlots];
+#endif
+struct PhaseClock {
+#if FI_FUSED_PROFILE
+  unsigned long long v[kFusedProfileSlots] = {};
+  __device__ long long now() const { return clock64(); }
+  __device__ void add(int slot, unsigned long long x) { v[slot] += x; }
+  __device__ void flush(int t) {
+    if (t != 0) return;
+    v[kProfileCtas] = 1;
+    for (int i = 0; i < kFusedProfileSlots; ++i) atomicAdd(&g_fused_profile[i], v[i]);
+  }
+#else
+  __device__ long long now() const { return 0; }
+  __device__ void add(int, unsigned long long) {}
+  __device__ void flush(int) {}
+#endif
+};
 
 struct FusedParams {
   TopKOutputs out;
@@ -80,6 +104,7 @@ struct SelectSink {
   int32_t cap, k;
   uint32_t vote_mask;  // vote_every - 1
   uint32_t steps = 0;
+  PhaseClock clock;
 
   // Between two votes every row gains at most vote_every x kStepPuts keys; the vote keeps
   // that much room free, so appends stay in bounds.
@@ -97,20 +122,27 @@ struct SelectSink {
   template <class Smem>
   __device__ void step(Smem&, int t) {
     if ((steps++ & vote_mask) != 0) return;
+    const long long t0 = clock.now();
     const uint32_t limit = uint32_t(cap) - 2 * (vote_mask + 1) * kStepPuts;
     const bool full = t < kRows && st.count[t] > limit;
-    if (!ptx::named_barrier_or(1, kConsumers, full)) return;
-    for (int r = 0; r < kRows; ++r)
-      if (st.count[r] > limit) compact(r, t);
+    const bool any = ptx::named_barrier_or(1, kConsumers, full);
+    if (any)
+      for (int r = 0; r < kRows; ++r)
+        if (st.count[r] > limit) compact(r, t);
+    clock.add(kProfileVotes, clock.now() - t0);
   }
 
   // Keeps exactly the row's K best keys; tau rises to the K-th. Whole consumer group.
   __device__ void compact(int r, int t) {
+    const long long t0 = clock.now();
     uint64_t* kr = keys + size_t(r) * cap;
     const uint32_t n = st.count[r];
     const uint64_t kth = Select::kth(st.select, kr, n, uint32_t(k), t);
     if (t == 0) st.tau[r] = kth;
     Select::compact(kr, n, kth, &st.count[r], t);
+    clock.add(kProfileCompactions, 1);
+    clock.add(kProfileCompactedKeys, n);
+    clock.add(kProfileCompactCycles, clock.now() - t0);
   }
 };
 
@@ -190,9 +222,14 @@ __global__ void __launch_bounds__(kScorerThreads, 1)
     if constexpr (Core::kNw >= 128) ptx::regs_alloc<kConsumerRegs>();
     const int t = threadIdx.x - 128;
     SelectSink<kRows, step_puts(kHeads, kRows)> sink{st, keys, f.cap, f.k, uint32_t(f.vote_every - 1)};
+    const long long t0 = sink.clock.now();
     Core::consume(sm, wg - 1, sink);
     ConsumerSync::sync();
+    const long long t1 = sink.clock.now();
     finish_rows<kRows>(a, f, sm, sink, split, t);
+    sink.clock.add(kProfileConsume, t1 - t0);
+    sink.clock.add(kProfileFinish, sink.clock.now() - t1);
+    sink.clock.flush(t);
   }
 }
 
@@ -220,6 +257,21 @@ int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_
 
 int32_t fused_topk_min_capacity(int32_t k, int32_t heads, int32_t rows_per_group) {
   return cuda::fused_min_capacity(k, cuda::fused_step_puts(heads, rows_per_group));
+}
+
+bool fused_topk_profile(unsigned long long (&out)[kFusedProfileSlots], bool reset) {
+#if FI_FUSED_PROFILE
+  if (cudaMemcpyFromSymbol(out, g_fused_profile, sizeof(out)) != cudaSuccess) return false;
+  if (reset) {
+    const unsigned long long zero[kFusedProfileSlots] = {};
+    if (cudaMemcpyToSymbol(g_fused_profile, zero, sizeof(zero)) != cudaSuccess) return false;
+  }
+  return true;
+#else
+  (void)out;
+  (void)reset;
+  return false;
+#endif
 }
 
 size_t fused_topk_workspace_bytes(const IndexerProblem& p, const cuda::ScorerPlan& plan) {

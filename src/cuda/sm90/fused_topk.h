@@ -31,6 +31,21 @@ int32_t fused_topk_min_capacity(int32_t k, int32_t heads, int32_t rows_per_group
 // splits by the SM count over the groups.
 size_t fused_topk_workspace_bytes(const IndexerProblem& p, const cuda::ScorerPlan& plan);
 
+// Builds with -DFI_FUSED_PROFILE=1 (an experiment knob): per-phase sums of consumer thread
+// 0's clock64 over every CTA since the last reset. out[kProfileCtas] counts the CTAs.
+enum FusedProfile : int {
+  kProfileCtas,
+  kProfileConsume,         // cycles from the first tile to the end of the last (votes included)
+  kProfileVotes,           // cycles in compaction votes (barrier waits + compactions)
+  kProfileCompactCycles,   // cycles in compactions (the final ones included)
+  kProfileCompactions,
+  kProfileCompactedKeys,   // candidates the compactions read
+  kProfileFinish,          // cycles of the finish: final compactions, sort, output writes
+  kFusedProfileSlots
+};
+// Copies the counters (and zeroes them with reset); false in builds without the knob.
+bool fused_topk_profile(unsigned long long (&out)[kFusedProfileSlots], bool reset);
+
 // Enqueues the fused operator on `stream`; returns the first CUDA error, if any.
 cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream);
 
