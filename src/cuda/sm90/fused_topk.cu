@@ -290,7 +290,7 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   f.k = p.k;
   f.cap = fused_topk_capacity(p.cache.format, p.queries.num_heads, args.plan.rows_per_group, args.smem_limit);
   f.by_rank = p.order == OutputOrder::kRank;
-  f.ws = SplitCandidates::in(args.workspace, rows, args.plan.splits, p.k);
+  f.ws = args.plan.splits > 1 ? SplitCandidates::in(args.workspace, rows, args.plan.splits, p.k) : SplitCandidates{};
   if (f.cap < fused_topk_min_capacity(p.k, p.queries.num_heads, args.plan.rows_per_group))
     return cudaErrorInvalidConfiguration;
   f.vote_every = cuda::fused_vote_interval(f.cap, f.k, cuda::fused_step_puts(p.queries.num_heads, args.plan.rows_per_group),
