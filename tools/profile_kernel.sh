@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # On the GPU machine, after tools/device.sh built build/device: Nsight Compute on the first
-# fused_topk kernel of one bench point, with warp-state sampling per SASS instruction.
-# Writes $OUT/ncu_fused_<point>.txt (sections) and $OUT/ncu_fused_<point>_sass.txt (the SASS
-# instructions with the most stall samples, and the stall reasons of each).
-#   usage: tools/profile_fused.sh [POINT]   (default v4-flash_prefill_8192_c65536)
+# kernel matching KERNEL (a regex: fused_topk, dense_logits, ...) of one bench point, with
+# warp-state sampling per SASS instruction. Writes $OUT/ncu_<kernel>_<point>.txt (sections)
+# and $OUT/ncu_<kernel>_<point>_sass.txt (the SASS instructions with the most stall samples).
+#   usage: tools/profile_kernel.sh [KERNEL] [POINT]   (default fused_topk v4-flash_prefill_8192_c65536)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/flashindexer_out}
-point=${1:-v4-flash_prefill_8192_c65536}
-rep=/tmp/ncu_fused_$point
-ncu --clock-control none --kernel-name regex:fused_topk --launch-count 1 \
+kernel=${1:-fused_topk}
+point=${2:-v4-flash_prefill_8192_c65536}
+name=${kernel//[^A-Za-z0-9_]/}_$point
+rep=/tmp/ncu_$name
+ncu --clock-control none --kernel-name "regex:$kernel" --launch-count 1 \
   --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section SourceCounters \
   --export "$rep" --force-overwrite \
-  build/device/flashindexer bench --only "$point" --iters 1 > "$OUT/ncu_fused_$point.txt" 2>&1
-ncu --import "$rep.ncu-rep" --page details >> "$OUT/ncu_fused_$point.txt" 2>&1
+  build/device/flashindexer bench --only "$point" --iters 1 > "$OUT/ncu_$name.txt" 2>&1
+ncu --import "$rep.ncu-rep" --page details >> "$OUT/ncu_$name.txt" 2>&1
 ncu --import "$rep.ncu-rep" --page source --csv --print-source sass > "$rep.csv" 2>/dev/null
-python3 - "$rep.csv" > "$OUT/ncu_fused_${point}_sass.txt" <<'PY'
+python3 - "$rep.csv" > "$OUT/ncu_${name}_sass.txt" <<'PY'
 import csv, sys
 rows = list(csv.reader(open(sys.argv[1])))
 hdr_i = next(i for i, r in enumerate(rows) if any("Source" == c for c in r))
@@ -33,5 +35,5 @@ top = sorted((r for r in data if len(r) == len(hdr)), key=lambda r: -num(r[col[s
 for r in top:
     print(f"{num(r[col[samp]]) / max(total, 1) * 100:6.2f}%  {r[col['Address']] if 'Address' in col else ''}  {r[col['Source']]}")
 PY
-grep -E "Duration|Compute \(SM\)|Issue Slots Busy|Warp Cycles Per Issued|No Eligible|Stall" "$OUT/ncu_fused_$point.txt" | head -30
-head -45 "$OUT/ncu_fused_${point}_sass.txt" | cut -c1-160
+grep -E "Duration|Compute \(SM\)|Issue Slots Busy|Warp Cycles Per Issued|No Eligible|Stall" "$OUT/ncu_$name.txt" | head -30
+head -45 "$OUT/ncu_${name}_sass.txt" | cut -c1-160
