@@ -23,7 +23,9 @@
 //   the weights. mxfp4 values are rewritten as E5M2 on chip (fp4_convert.cuh).
 // Warp roles (384 threads): warpgroup 0 produces key tiles into an 8-stage ring (mbarrier
 //   full/empty): fp8 bytes by cp.async straight to their swizzled place; mxfp4 by cp.async
-//   into a raw ring, then converted to E5M2 by the thread that copied them; warpgroups 1 and 2
+//   into a raw ring, then converted to E5M2 by the thread that copied them; either way each
+//   producer thread fences its bytes for the async proxy before it arrives on the tile's
+//   full barrier, so the consumers' loop has no fence; warpgroups 1 and 2
 //   consume: with N = 256 both read every tile (128 columns each, so a key tile from L2
 //   serves 256 columns); with N <= 128 they take alternate tiles.
 //   When a consumer holds 128 columns the producer gives it registers (setmaxnreg 88 / 208);
@@ -38,6 +40,7 @@
 
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cstdint>
 #include <type_traits>
 
@@ -346,24 +349,34 @@ struct PagedScorer {
     return {base + token0 * kValueBytes, base + ps * kValueBytes + token0 * 4};
   }
 
-  // fp8: every byte goes straight to its swizzled place by cp.async; the stage's full
-  // barrier completes when all 128 producer threads' copies have landed. Up to kStages
-  // tiles in flight.
+  // fp8: every byte goes straight to its swizzled place by cp.async, up to kStages tiles
+  // in flight. Each producer thread signals tile i's full barrier kLag tiles later, once
+  // its own copies of tile i have landed (cp.async.wait_group) and it has fenced them for
+  // the async proxy (the WGMMA reads): the consumers then need no per-tile fence.
   __device__ static void produce_fp8(const ScorerArgs& a, Smem& sm) {
+    constexpr int kLag = kStages - 3;  // tiles copied ahead of the newest signalled one
     const int tid = threadIdx.x;  // 0..127
+    const int n = sm.num_tiles;
     PageAhead pages;
     pages.start(a, sm);
-    for (int i = 0; i < sm.num_tiles; ++i) {
-      const int stage = i % kStages;
-      const TileSource src = tile_source(a, sm, i, pages.page(a, sm, i));
-      ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
+    for (int i = 0; i < n + kLag; ++i) {
+      if (i < n) {
+        const int stage = i % kStages;
+        const TileSource src = tile_source(a, sm, i, pages.page(a, sm, i));
+        ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int c = tid + 128 * u;  // 16-byte chunk c & 7 of token c >> 3
-        ptx::cp_async16(sm.k[stage] + ptx::sw128_offset(c >> 3, c & 7), src.values + c * 16);
+        for (int u = 0; u < 4; ++u) {
+          const int c = tid + 128 * u;  // 16-byte chunk c & 7 of token c >> 3
+          ptx::cp_async16(sm.k[stage] + ptx::sw128_offset(c >> 3, c & 7), src.values + c * 16);
+        }
+        if (tid < 16) ptx::cp_async16(&sm.kscale[stage][4 * tid], src.scales + tid * 16);
       }
-      if (tid < 16) ptx::cp_async16(&sm.kscale[stage][4 * tid], src.scales + tid * 16);
-      ptx::cp_async_arrive(&sm.full[stage]);
+      ptx::cp_async_commit();
+      if (i >= kLag) {
+        ptx::cp_async_wait<kLag>();  // this thread's copies of tile i - kLag have landed
+        ptx::fence_proxy_async_smem();
+        ptx::mbar_arrive(&sm.full[(i - kLag) % kStages]);
+      }
     }
   }
 
@@ -521,19 +534,85 @@ struct PagedScorer {
     for (int i = 0; i < kNw / 2; ++i) acc[i] += part[i];
   }
 
+  // The pass of the tile being consumed, kept in registers (passes change rarely: only
+  // in a group that spans requests); seek() advances it as the tile index grows.
+  struct PassCursor {
+    int p = -1, next_begin = 0, tile_begin = 0;
+    int64_t first = 0;
+    uint32_t mask = 0;
+    __device__ explicit PassCursor(const Smem& sm) { next_begin = sm.num_passes > 0 ? sm.passes[0].tile_begin : INT_MAX; }
+    __device__ void seek(const Smem& sm, int i) {
+      while (i >= next_begin) {
+        const ScorePass& ps = sm.passes[++p];
+        tile_begin = ps.tile_begin;
+        first = ps.first;
+        mask = ps.mask;
+        next_begin = p + 1 < sm.num_passes ? sm.passes[p + 1].tile_begin : INT_MAX;
+      }
+    }
+    __device__ int64_t tile_first(int i) const { return first + int64_t(i - tile_begin) * cuda::kScorerTile; }
+  };
+
+  // Scores each lane hands to the sink per tile: after the quad's reduce-scatter, lane x
+  // holds position j = x & 1 of rows rw = 2 w + (x >> 1), w < kOut (kRowsW = 1: row 0, and
+  // lanes x >= 2 hold a copy that they do not put).
+  static constexpr int kOut = kRowsW >= 2 ? kRowsW / 2 : 1;
+  __device__ static int out_row(int w, int x) { return kRowsW >= 2 ? 2 * w + (x >> 1) : 0; }
+
+  // Sums the head sums s[rw][j] of the quad's four lanes, scattering the results: each
+  // sum is (a + b) + (c + d) of the lanes' partials (xor 1, then xor 2), the same bits on
+  // every lane that an all-reduce in that order gives, with a quarter of its shuffles.
+  __device__ static void quad_reduce_scatter(const float (&s)[kRowsW][2], int x, float (&out)[kOut]) {
+    const bool b0 = x & 1, b1 = x & 2;
+    float h[kRowsW];
+#pragma unroll
+    for (int rw = 0; rw < kRowsW; ++rw) {
+      const float keep = b0 ? s[rw][1] : s[rw][0];
+      const float send = b0 ? s[rw][0] : s[rw][1];
+      h[rw] = keep + __shfl_xor_sync(0xFFFFFFFFu, send, 1);
+    }
+    if constexpr (kRowsW == 1) {
+      out[0] = h[0] + __shfl_xor_sync(0xFFFFFFFFu, h[0], 2);
+    } else {
+#pragma unroll
+      for (int w = 0; w < kOut; ++w) {
+        const float keep = b1 ? h[2 * w + 1] : h[2 * w];
+        const float send = b1 ? h[2 * w] : h[2 * w + 1];
+        out[w] = keep + __shfl_xor_sync(0xFFFFFFFFu, send, 2);
+      }
+    }
+  }
+
   // Warpgroups 1, 2 (cw = 0, 1). N = 256: both take every tile, each its half of the
   // columns (kNw = 128, whole rows). N <= 128: they take alternate tiles, all columns.
   // sink.put(r, row, position, score) for every in-window position of the tile's pass;
-  // lockstep sinks: sink.step(sm, t) before each step (see the file comment).
+  // lockstep sinks: sink.step(sm, t) before each step (see the file comment). Row windows,
+  // the pass and the NaN flags live in registers: the loop reads only the key scales.
   template <class Sink>
   __device__ static void consume(Smem& sm, int cw, Sink& sink) {
     const int t = threadIdx.x - 128;  // 0..255
     const int lane = t & 31, warp = (t >> 5) & 3;
     const int m0 = warp * 16 + (lane >> 2), m1 = m0 + 8;
     const int x = lane & 3;
+    const int m = (x & 1) ? m1 : m0;  // this lane's position in the tile after the reduce-scatter
     const int col0 = kShareTiles ? cw * kNw : 0;
     const int row0 = col0 / kHeads;
     const uint64_t desc_q = ptx::smem_desc_sw128(sm.q + col0 * 128);
+    // This lane's rows: group index, global row, window (empty for a lane that puts nothing).
+    int r_of[kOut];
+    int64_t row_of[kOut];
+    int32_t start[kOut], end[kOut];
+    bool nan[kOut];
+#pragma unroll
+    for (int w = 0; w < kOut; ++w) {
+      r_of[w] = row0 + out_row(w, x);
+      const GroupRow& gr = sm.rows[r_of[w]];
+      const bool owner = kRowsW >= 2 || x < 2;
+      row_of[w] = gr.row;
+      start[w] = owner ? gr.start : 0;
+      end[w] = owner ? gr.end : 0;
+      nan[w] = false;
+    }
     // part stays untouched (and costs no registers) in kReduced, where it is unused.
     constexpr int kPart = kAccuracy == ScoreAccuracy::kReduced ? 0 : kNw / 2;
     float acc[kNw / 2], part[kNw / 2];
@@ -543,60 +622,48 @@ struct PagedScorer {
     for (int i = 0; i < kPart; ++i) part[i] = 0.0f;
     float2 wr[kNw / 8];
     load_weights(sm, col0, wr);
+    PassCursor pass(sm);
+    const int num_tiles = sm.num_tiles;
     const int first = kShareTiles ? 0 : cw, step = kShareTiles ? 1 : 2;
     // Lockstep: every consumer thread runs the same number of steps (with N <= 128 the
     // second warpgroup skips a missing last tile of an odd count but still steps).
-    const int steps = Sink::kLockstep ? (kShareTiles ? sm.num_tiles : (sm.num_tiles + 1) / 2) : 0;
-    for (int j = 0, i = first; Sink::kLockstep ? j < steps : i < sm.num_tiles; ++j, i += step) {
+    const int steps = Sink::kLockstep ? (kShareTiles ? num_tiles : (num_tiles + 1) / 2) : 0;
+    for (int j = 0, i = first; Sink::kLockstep ? j < steps : i < num_tiles; ++j, i += step) {
       if constexpr (Sink::kLockstep) {
         sink.step(sm, t);
-        if (i >= sm.num_tiles) continue;
+        if (i >= num_tiles) continue;
       }
       const int stage = i % kStages;
+      // The producer fenced the tile for the async proxy before its full barrier.
       ptx::mbar_wait(&sm.full[stage], (i / kStages) & 1);
-      ptx::fence_proxy_async_smem();  // cp.async (generic proxy) data -> WGMMA (async proxy)
-      const uint64_t desc_k = ptx::smem_desc_sw128(sm.k[stage]);
-      float s[kRowsW][2];
-      mma_tile(acc, part, desc_k, desc_q);
       const float ks0 = sm.kscale[stage][m0];
       const float ks1 = sm.kscale[stage][m1];
+      const uint64_t desc_k = ptx::smem_desc_sw128(sm.k[stage]);
+      mma_tile(acc, part, desc_k, desc_q);
       ptx::mbar_arrive(&sm.empty[stage]);
+      pass.seek(sm, i);
+      float s[kRowsW][2];
       if (!kMx && (ks0 < 0.0f || ks1 < 0.0f)) {
         head_sums<true>(acc, wr, ks0 < 0.0f, ks1 < 0.0f, s);
       } else {
         head_sums<false>(acc, wr, false, false, s);
       }
+      float out[kOut];
+      quad_reduce_scatter(s, x, out);
+      const float ks = (x & 1) ? ks1 : ks0;
+      const int64_t pos = pass.tile_first(i) + m;
 #pragma unroll
-      for (int r = 0; r < kRowsW; ++r) {
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          s[r][j] += __shfl_xor_sync(0xFFFFFFFFu, s[r][j], 1);
-          s[r][j] += __shfl_xor_sync(0xFFFFFFFFu, s[r][j], 2);
+      for (int w = 0; w < kOut; ++w) {
+        if (((pass.mask >> r_of[w]) & 1) && pos >= start[w] && pos < end[w]) {
+          const float v = out[w] * ks;
+          nan[w] |= isnan(v);
+          sink.put(r_of[w], row_of[w], pos, v);
         }
-      }
-      const int p = pass_of(sm, i);
-      const int64_t p0 = tile_first(sm, p, i);
-      const uint32_t mask = sm.passes[p].mask;
-#pragma unroll
-      for (int rw = 0; rw < kRowsW; ++rw) {
-        const int r = row0 + rw;
-        if ((rw & 3) != x || !((mask >> r) & 1)) continue;
-        const GroupRow& gr = sm.rows[r];
-        const int64_t pos0 = p0 + m0, pos1 = p0 + m1;
-        bool nan = false;
-        if (pos0 >= gr.start && pos0 < gr.end) {
-          const float v = s[rw][0] * ks0;
-          nan |= isnan(v);
-          sink.put(r, gr.row, pos0, v);
-        }
-        if (pos1 >= gr.start && pos1 < gr.end) {
-          const float v = s[rw][1] * ks1;
-          nan |= isnan(v);
-          sink.put(r, gr.row, pos1, v);
-        }
-        if (nan) sm.rows[r].nan = 1;
       }
     }
+#pragma unroll
+    for (int w = 0; w < kOut; ++w)
+      if (nan[w]) sm.rows[r_of[w]].nan = 1;
   }
 };
 
