@@ -7,7 +7,7 @@
 #   (default: the perf.md leads of the scorer; the fused operator's knobs work the same way)
 # Needs .deps/ carried (tools/device_deps.sh). About 2 minutes for three variants (builds in
 # parallel), 4 for five; the quick tests include 20 reruns, and a hang ends at its timeout.
-# Variants that change the sums' order (chain2) get the full oracle suite and need the whole
+# Variants that could change the sums (halves) get the full oracle suite and need the whole
 # GPU label before they become the default.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +19,7 @@ if [ ${#variants[@]} -eq 0 ]; then
   # The perf.md leads that are still open (ping-pong, rounds and sleeps were measured at
   # d3fc81d and removed: bench/results/2026-11-29_variants_d3fc81d.txt).
   variants=("base="
-            "chain2=-DFI_SCORER_CHAIN2=1")
+            "nohalves=-DFI_SCORER_HALVES=0")
 fi
 # Bench points per variant (each prints both accuracy modes); the worst prefill and decode.
 points=${POINTS:-"v32_prefill_8192_c65536 v4-pro_decode_b64_n1_c65536"}
@@ -42,7 +42,7 @@ for v in "${variants[@]}"; do
   # A variant that changes the arithmetic gets the oracle on every generator (structured fp8
   # rows are the stress case); its worst |err| / M lines are kept in the summary. Ping-pong
   # and sleeps change no bits.
-  case $name in chain2) filter="$filter:GpuScorer.MatchesOracleOnEveryGenerator" ;; esac
+  case $name in *halves) filter="$filter:GpuScorer.MatchesOracleOnEveryGenerator" ;; esac
   timeout 200 "$dir/tests/flashindexer_tests" --gtest_filter="$filter" > "$LOGS/tests_$name.log" 2>&1 \
     && tests=passed || tests=FAILED
   : > "$LOGS/bench_$name.jsonl"

@@ -12,15 +12,18 @@
 //   is appended (shared atomic). The sink steps with both consumer warpgroups (a step is a
 //   tile, or a pair of tiles when N <= 128); every `vote_every` steps (a power of two up to
 //   8, chosen on the host from the free room) a bar.red.or vote asks whether a row has less
-//   than two vote intervals of room left, and the 256 consumer threads compact it: the
-//   exact K-th key (radix_select.cuh, as TopK over logits), keep exactly K, raise tau.
+//   than two vote intervals of room left, and the threads that score the row compact it:
+//   the exact K-th key (radix_select.cuh, as TopK over logits), keep exactly K, raise tau.
+//   With N = 256 each consumer warpgroup scores rows of its own and votes and compacts
+//   alone (128 threads), so the warpgroups never wait for each other; otherwise both do.
 //   Exact and bounded by construction; the producer keeps filling the key ring meanwhile.
 //   Finish, per row: a last compaction to min(K, n), then
 //   - one split: bitonic sort by position or rank, outputs written as TopK's write_row does;
 //   - several splits: the local top K to the workspace (SplitCandidates), merged by the
 //     merge kernel of topk_over_logits.cu (the one TopK's split rows use).
-// Warp roles: the scorer's (warpgroup 0 produces, 1-2 consume); selection, finish and
-//   output writes run on the 256 consumer threads (named barrier 1).
+// Warp roles: the scorer's (warpgroup 0 produces, 1-2 consume); selection runs on the
+//   consumers (named barriers 2, 3 per warpgroup, or 1 for both), the finish and output
+//   writes on all 256 consumer threads (named barrier 1).
 // Shared memory: the scorer's (N = 256: fp8 99 KiB, mxfp4 144 KiB) + 8 KiB of radix
 //   histogram + R x cap x 8 B of candidates, cap = what fits under the opt-in limit
 //   (H200, H = 64, R = 4: fp8 3,772, mxfp4 2,332).
@@ -38,10 +41,18 @@ namespace {
 constexpr int kConsumers = 256;
 using ConsumerSync = NamedSync<1, kConsumers>;
 using Select = RadixSelect<kConsumers, ConsumerSync>;
+// N = 256: each consumer warpgroup scores whole rows of its own (paged_scorer.cuh), so it
+// compacts them alone (named barriers 2, 3), never stalling the other warpgroup. Two of
+// these 1024-bin selectors take the room of one 2048-bin one.
+using WgSync = WarpgroupSync<2, 1>;
+using WgSelect = RadixSelect<128, WgSync, 1024>;
 
 template <int kRows>
 struct SelectState {
-  Select::Storage select;
+  union {
+    Select::Storage all;       // the whole consumer group: rows shared by both warpgroups; the finish
+    WgSelect::Storage wg[2];   // a warpgroup's own rows (N = 256)
+  } select;
   uint64_t tau[kRows];    // a row's threshold: only keys above it are appended
   uint32_t count[kRows];  // a row's candidates
 };
@@ -98,7 +109,7 @@ struct FusedParams {
 
 constexpr uint32_t step_puts(int heads, int rows) { return uint32_t(cuda::fused_step_puts(heads, rows)); }
 
-template <int kRows, uint32_t kStepPuts>
+template <int kRows, uint32_t kStepPuts, bool kOwnRows>
 struct SelectSink {
   static constexpr bool kLockstep = true;
   SelectState<kRows>& st;
@@ -121,27 +132,38 @@ struct SelectSink {
   // may miss the keys other threads are still appending since the last vote (at most one
   // interval's worth), so a row votes while two intervals of room remain; after the
   // barrier the counts are settled and the same for every thread.
+  // kOwnRows: the vote and the compactions involve only the warpgroup that owns the rows.
   template <class Smem>
   __device__ void step(Smem&, int t) {
     if ((steps++ & vote_mask) != 0) return;
     const long long t0 = clock.now();
     const uint32_t limit = uint32_t(cap) - 2 * (vote_mask + 1) * kStepPuts;
-    const bool full = t < kRows && st.count[t] > limit;
-    const bool any = ptx::named_barrier_or(1, kConsumers, full);
-    if (any)
-      for (int r = 0; r < kRows; ++r)
-        if (st.count[r] > limit) compact(r, t);
+    if constexpr (kOwnRows) {
+      constexpr int kMine = kRows / 2;
+      const int cw = t >> 7, tw = t & 127, r0 = cw * kMine;
+      const bool full = tw < kMine && st.count[r0 + tw] > limit;
+      if (ptx::named_barrier_or(WgSync::id(), 128, full))
+        for (int r = r0; r < r0 + kMine; ++r)
+          if (st.count[r] > limit) compact<WgSelect>(st.select.wg[cw], r, tw);
+    } else {
+      const bool full = t < kRows && st.count[t] > limit;
+      if (ptx::named_barrier_or(1, kConsumers, full))
+        for (int r = 0; r < kRows; ++r)
+          if (st.count[r] > limit) compact<Select>(st.select.all, r, t);
+    }
     clock.add(kProfileVotes, clock.now() - t0);
   }
 
-  // Keeps exactly the row's K best keys; tau rises to the K-th. Whole consumer group.
-  __device__ void compact(int r, int t) {
+  // Keeps exactly the row's K best keys; tau rises to the K-th. The whole group of Sel
+  // (tid: the thread's index in it).
+  template <class Sel>
+  __device__ void compact(typename Sel::Storage& s, int r, int tid) {
     const long long t0 = clock.now();
     uint64_t* kr = keys + size_t(r) * cap;
     const uint32_t n = st.count[r];
-    const uint64_t kth = Select::kth(st.select, kr, n, uint32_t(k), t);
-    if (t == 0) st.tau[r] = kth;
-    Select::compact(kr, n, kth, &st.count[r], t);
+    const uint64_t kth = Sel::kth(s, kr, n, uint32_t(k), tid);
+    if (tid == 0) st.tau[r] = kth;
+    Sel::compact(kr, n, kth, &st.count[r], tid);
     clock.add(kProfileCompactions, 1);
     clock.add(kProfileCompactedKeys, n);
     clock.add(kProfileCompactCycles, clock.now() - t0);
@@ -158,7 +180,7 @@ __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, const Sme
   for (int r = 0; r < kRows; ++r) {
     const GroupRow gr = sm.rows[r];
     if (gr.row < 0) continue;
-    if (sink.st.count[r] > uint32_t(f.k)) sink.compact(r, t);
+    if (sink.st.count[r] > uint32_t(f.k)) sink.template compact<Select>(sink.st.select.all, r, t);
     const uint32_t n = sink.st.count[r];
     uint64_t* kr = sink.keys + size_t(r) * f.cap;
     if (a.g.splits > 1) {
@@ -223,7 +245,8 @@ __global__ void __launch_bounds__(kScorerThreads, 1)
   } else {
     if constexpr (Core::kNw >= 128) ptx::regs_alloc<kConsumerRegs>();
     const int t = threadIdx.x - 128;
-    SelectSink<kRows, step_puts(kHeads, kRows)> sink{st, keys, f.cap, f.k, uint32_t(f.vote_every - 1)};
+    SelectSink<kRows, step_puts(kHeads, kRows), Core::kShareTiles> sink{st, keys, f.cap, f.k,
+                                                                        uint32_t(f.vote_every - 1)};
     const long long t0 = sink.clock.now();
     Core::consume(sm, wg - 1, sink);
     ConsumerSync::sync();

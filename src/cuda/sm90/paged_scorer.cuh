@@ -55,8 +55,8 @@
 namespace flashindexer::sm90 {
 
 // Experiment knob (build flag; default = the tested configuration; see docs/perf.md):
-#ifndef FI_SCORER_CHAIN2
-#define FI_SCORER_CHAIN2 0  // 1: kFp32 as two tensor-core chains of two k32 steps (1 wait, 1 add)
+#ifndef FI_SCORER_HALVES
+#define FI_SCORER_HALVES 1  // 0: a consumer holding 128 columns runs them as one n128 MMA per step
 #endif
 
 inline constexpr int kScorerThreads = 384;   // producer + two consumer warpgroups
@@ -466,14 +466,6 @@ struct PagedScorer {
     }
   }
 
-  // Head sums of this thread's two positions for the rows of its warpgroup's columns.
-  template <bool kSigned>
-  __device__ static void head_sums(const float (&acc)[kNw / 2], const float2 (&wr)[kNw / 8], bool neg0, bool neg1,
-                                   float (&s)[kRowsW][2]) {
-#pragma unroll
-    for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = 0.0f;
-    add_head_sums<kSigned, kNw>(acc, 0, wr, neg0, neg1, s);
-  }
 
   // acc[64 x kNw] = K_tile * Q_cols^T over D = 128. Hopper's FP8 MMA keeps a truncated
   // running sum (error relative to the accumulator, far above fp32 for same-sign
@@ -482,24 +474,6 @@ struct PagedScorer {
   // partial. kReduced: one chain of four steps (2e-3 * M).
   __device__ static void mma_tile(float (&acc)[kNw / 2], float (&part)[kNw / 2], uint64_t desc_k,
                                   uint64_t desc_q) {
-    if constexpr (FI_SCORER_CHAIN2 != 0 && kAccuracy == ScoreAccuracy::kFp32) {
-      // Experiment: acc = k0 + k1 and part = k2 + k3 on the tensor cores, one wait, then
-      // acc += part. Truncation relative to a 64-element partial: measure before use.
-      ptx::fence_registers(acc);
-      ptx::fence_registers(part);
-      ptx::wgmma_fence();
-      Wgmma<kNw, kKind>::mma(acc, desc_k, desc_q, 0);
-      Wgmma<kNw, kKind>::mma(acc, desc_k + 2, desc_q + 2, 1);
-      Wgmma<kNw, kKind>::mma(part, desc_k + 4, desc_q + 4, 0);
-      Wgmma<kNw, kKind>::mma(part, desc_k + 6, desc_q + 6, 1);
-      ptx::wgmma_commit();
-      ptx::wgmma_wait<0>();
-      ptx::fence_registers(acc);
-      ptx::fence_registers(part);
-#pragma unroll
-      for (int i = 0; i < kNw / 2; ++i) acc[i] += part[i];
-      return;
-    }
     if constexpr (kAccuracy == ScoreAccuracy::kReduced) {
       ptx::fence_registers(acc);
       ptx::wgmma_fence();
@@ -532,6 +506,75 @@ struct PagedScorer {
     }
 #pragma unroll
     for (int i = 0; i < kNw / 2; ++i) acc[i] += part[i];
+  }
+
+  // A consumer holding 128 columns runs them as two halves of 64 (n64 MMAs, each half its
+  // own commit groups) so that the CUDA cores work on one half while the tensor cores run
+  // the other: the partial sums' adds (kFp32) and the first half's head sums overlap MMAs.
+  // The arithmetic per column is mma_tile's (k32 steps from zero, added in order 0..3), so
+  // the scores are the same bits. Shared-memory operand reads: 128 B per tensor cycle.
+  static constexpr bool kHalves = FI_SCORER_HALVES != 0 && kNw == 128;
+  static constexpr int kHalf = kNw / 4;  // accumulator registers of a 64-column half
+  using Half = float[kHalf];
+  __device__ static Half& half(float (&a)[kNw / 2], int h) { return *reinterpret_cast<Half*>(a + h * kHalf); }
+  __device__ static const Half& half(const float (&a)[kNw / 2], int h) {
+    return *reinterpret_cast<const Half*>(a + h * kHalf);
+  }
+  __device__ static void add_half(float (&acc)[kNw / 2], float (&part)[kNw / 2], int h) {
+    ptx::fence_registers(half(acc, h));
+    ptx::fence_registers(half(part, h));
+#pragma unroll
+    for (int i = 0; i < kHalf; ++i) half(acc, h)[i] += half(part, h)[i];
+    ptx::fence_registers(half(acc, h));
+    ptx::fence_registers(half(part, h));
+  }
+  // Issues the tile's MMAs and returns with the first half's sums final in acc (the second
+  // half's last group may still run: finish_halves).
+  __device__ static void mma_halves(float (&acc)[kNw / 2], float (&part)[kNw / 2], uint64_t desc_k,
+                                    uint64_t desc_q) {
+    const uint64_t dq[2] = {desc_q, desc_q + (64 * 128 >> 4)};  // + 64 rows of 128 B
+    ptx::fence_registers(acc);
+    ptx::fence_registers(part);
+    ptx::wgmma_fence();
+    if constexpr (kAccuracy == ScoreAccuracy::kReduced) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) Wgmma<64, kKind>::mma(half(acc, h), desc_k + 2 * kk, dq[h] + 2 * kk, kk);
+        ptx::wgmma_commit();
+      }
+      ptx::wgmma_wait<1>();
+      ptx::fence_registers(half(acc, 0));
+    } else {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        Wgmma<64, kKind>::mma(half(acc, h), desc_k, dq[h], 0);
+        Wgmma<64, kKind>::mma(half(part, h), desc_k + 2, dq[h] + 2, 0);
+        ptx::wgmma_commit();
+      }
+#pragma unroll
+      for (int kk = 2; kk < 4; ++kk) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          ptx::wgmma_wait<1>();  // the oldest group: half h's previous step
+          add_half(acc, part, h);
+          ptx::wgmma_fence();
+          Wgmma<64, kKind>::mma(half(part, h), desc_k + 2 * kk, dq[h] + 2 * kk, 0);
+          ptx::wgmma_commit();
+        }
+      }
+      ptx::wgmma_wait<1>();
+      add_half(acc, part, 0);
+    }
+  }
+  // Waits for the second half and completes its sums; the key tile is no longer read after.
+  __device__ static void finish_halves(float (&acc)[kNw / 2], float (&part)[kNw / 2]) {
+    ptx::wgmma_wait<0>();
+    if constexpr (kAccuracy == ScoreAccuracy::kReduced) {
+      ptx::fence_registers(half(acc, 1));
+    } else {
+      add_half(acc, part, 1);
+    }
   }
 
   // The pass of the tile being consumed, kept in registers (passes change rarely: only
@@ -639,15 +682,34 @@ struct PagedScorer {
       const float ks0 = sm.kscale[stage][m0];
       const float ks1 = sm.kscale[stage][m1];
       const uint64_t desc_k = ptx::smem_desc_sw128(sm.k[stage]);
-      mma_tile(acc, part, desc_k, desc_q);
-      ptx::mbar_arrive(&sm.empty[stage]);
-      pass.seek(sm, i);
+      const bool neg = !kMx && (ks0 < 0.0f || ks1 < 0.0f);
       float s[kRowsW][2];
-      if (!kMx && (ks0 < 0.0f || ks1 < 0.0f)) {
-        head_sums<true>(acc, wr, ks0 < 0.0f, ks1 < 0.0f, s);
+#pragma unroll
+      for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = 0.0f;
+      if constexpr (kHalves) {
+        mma_halves(acc, part, desc_k, desc_q);
+        if (neg) {
+          add_head_sums<true, kNw / 2>(half(acc, 0), 0, wr, ks0 < 0.0f, ks1 < 0.0f, s);
+        } else {
+          add_head_sums<false, kNw / 2>(half(acc, 0), 0, wr, false, false, s);
+        }
+        finish_halves(acc, part);
+        ptx::mbar_arrive(&sm.empty[stage]);
+        if (neg) {
+          add_head_sums<true, kNw / 2>(half(acc, 1), kNw / 16, wr, ks0 < 0.0f, ks1 < 0.0f, s);
+        } else {
+          add_head_sums<false, kNw / 2>(half(acc, 1), kNw / 16, wr, false, false, s);
+        }
       } else {
-        head_sums<false>(acc, wr, false, false, s);
+        mma_tile(acc, part, desc_k, desc_q);
+        ptx::mbar_arrive(&sm.empty[stage]);
+        if (neg) {
+          add_head_sums<true, kNw>(acc, 0, wr, ks0 < 0.0f, ks1 < 0.0f, s);
+        } else {
+          add_head_sums<false, kNw>(acc, 0, wr, false, false, s);
+        }
       }
+      pass.seek(sm, i);
       float out[kOut];
       quad_reduce_scatter(s, x, out);
       const float ks = (x & 1) ? ks1 : ks0;

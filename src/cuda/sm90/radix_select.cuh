@@ -6,13 +6,13 @@
 //   and fused_topk.cu (the fused operator) select with these, so both paths keep the same
 //   sets by construction; sort_desc() is the fused operator's final ordering.
 // Algorithm: MSB radix select that starts at the highest bit where the keys differ (their
-//   common prefix is skipped, so the 2048-bin histogram spreads even for keys packed within
-//   a few ulps), with per-warp aggregation of equal bins (__match_any_sync); once the
+//   common prefix is skipped, so the histogram, 2048 bins unless kBins says fewer, spreads
+//   even for keys packed within a few ulps), with per-warp aggregation of equal bins (__match_any_sync); once the
 //   selected bin holds <= kSelectSmall keys, direct ranking finishes. Terminates: the last
 //   digit leaves one key in its bin.
 // Threads: kThreads (a multiple of 32, <= 1024), synchronised by Sync::sync() (the CTA
 //   barrier or a named barrier); tid is the thread's index in the group.
-// Shared memory: RadixSelectStorage, 8 KiB of histogram + a few words.
+// Shared memory: RadixSelectStorage, 4 x kBins bytes of histogram (8 KiB) + a few words.
 #pragma once
 
 #include <cstdint>
@@ -30,13 +30,21 @@ struct NamedSync {
   __device__ static void sync() { ptx::named_barrier(kId, kThreads); }
 };
 
-inline constexpr int kSelectBins = 2048;
-inline constexpr int kSelectSmall = 64;  // direct ranking (O(n^2)) below this many keys
+// The calling thread's own warpgroup: named barrier kFirstId + threadIdx.x / 128 - kFirstWg
+// over its 128 threads (a group of threads that works apart from the other warpgroups).
+template <uint32_t kFirstId, uint32_t kFirstWg>
+struct WarpgroupSync {
+  __device__ static uint32_t id() { return kFirstId + threadIdx.x / 128 - kFirstWg; }
+  __device__ static void sync() { ptx::named_barrier(id(), 128); }
+};
 
-template <int kThreads>
+inline constexpr int kSelectBins = 2048;  // histogram bins (11-bit digits) unless a user picks fewer
+inline constexpr int kSelectSmall = 64;   // direct ranking (O(n^2)) below this many keys
+
+template <int kThreads, int kBins = kSelectBins>
 struct RadixSelectStorage {
   union {
-    uint32_t hist[kSelectBins];
+    uint32_t hist[kBins];
     uint64_t small[kSelectSmall];  // the last bin's keys, for direct ranking
   };
   uint32_t warp_sums[kThreads / 32];
@@ -44,11 +52,13 @@ struct RadixSelectStorage {
   uint32_t small_count, sel_bin, sel_need, sel_count;
 };
 
-template <int kThreads, class Sync>
+template <int kThreads, class Sync, int kBins = kSelectBins>
 struct RadixSelect {
-  static_assert(kThreads % 32 == 0 && kSelectBins % kThreads == 0 && kSelectSmall <= kThreads);
-  using Storage = RadixSelectStorage<kThreads>;
-  static constexpr int kBinsPerThread = kSelectBins / kThreads;
+  static_assert(kThreads % 32 == 0 && kBins % kThreads == 0 && kSelectSmall <= kThreads &&
+                (kBins & (kBins - 1)) == 0);
+  using Storage = RadixSelectStorage<kThreads, kBins>;
+  static constexpr int kBinsPerThread = kBins / kThreads;
+  static constexpr int kDigitBits = __builtin_ctz(kBins);
 
   __device__ static uint64_t item(const uint64_t* keys, uint32_t n, int tid, int round) {
     const uint32_t idx = uint32_t(tid + round * kThreads);
@@ -108,7 +118,7 @@ struct RadixSelect {
     uint64_t mask = top == 63 ? 0ull : ~((2ull << top) - 1);
     uint64_t prefix = hi & mask;
     while (true) {
-      const int bits = top + 1 < 11 ? top + 1 : 11;
+      const int bits = top + 1 < kDigitBits ? top + 1 : kDigitBits;
       const int sh = top + 1 - bits;
       const uint32_t nb = 1u << bits;
       for (int b = tid; b < int(nb); b += kThreads) s.hist[b] = 0;
