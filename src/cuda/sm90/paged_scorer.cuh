@@ -58,6 +58,9 @@ namespace flashindexer::sm90 {
 #ifndef FI_SCORER_HALVES
 #define FI_SCORER_HALVES 1  // 0: a consumer holding 128 columns runs them as one n128 MMA per step
 #endif
+#ifndef FI_SCORER_PRODUCER_FENCE
+#define FI_SCORER_PRODUCER_FENCE 1  // 0: fp8 tiles signalled by cp.async.mbarrier.arrive, fenced by each consumer
+#endif
 
 inline constexpr int kScorerThreads = 384;   // producer + two consumer warpgroups
 
@@ -371,6 +374,10 @@ struct PagedScorer {
         }
         if (tid < 16) ptx::cp_async16(&sm.kscale[stage][4 * tid], src.scales + tid * 16);
       }
+      if constexpr (FI_SCORER_PRODUCER_FENCE == 0) {
+        if (i < n) ptx::cp_async_arrive(&sm.full[i % kStages]);
+        continue;
+      }
       ptx::cp_async_commit();
       if (i >= kLag) {
         ptx::cp_async_wait<kLag>();  // this thread's copies of tile i - kLag have landed
@@ -679,6 +686,7 @@ struct PagedScorer {
       const int stage = i % kStages;
       // The producer fenced the tile for the async proxy before its full barrier.
       ptx::mbar_wait(&sm.full[stage], (i / kStages) & 1);
+      if constexpr (!kMx && FI_SCORER_PRODUCER_FENCE == 0) ptx::fence_proxy_async_smem();
       const float ks0 = sm.kscale[stage][m0];
       const float ks1 = sm.kscale[stage][m1];
       const uint64_t desc_k = ptx::smem_desc_sw128(sm.k[stage]);
