@@ -23,9 +23,8 @@
 //   the weights. mxfp4 values are rewritten as E5M2 on chip (fp4_convert.cuh).
 // Warp roles (384 threads): warpgroup 0 produces key tiles into an 8-stage ring (mbarrier
 //   full/empty): fp8 bytes by cp.async straight to their swizzled place; mxfp4 by cp.async
-//   into a raw ring, then converted to E5M2 by the thread that copied them; either way each
-//   producer thread fences its bytes for the async proxy before it arrives on the tile's
-//   full barrier, so the consumers' loop has no fence; warpgroups 1 and 2
+//   into a raw ring, then converted to E5M2 by the thread that copied them, who fences them
+//   for the async proxy (fp8: each consumer fences after the full barrier); warpgroups 1 and 2
 //   consume: with N = 256 both read every tile (128 columns each, so a key tile from L2
 //   serves 256 columns); with N <= 128 they take alternate tiles.
 //   When a consumer holds 128 columns the producer gives it registers (setmaxnreg 88 / 208);
@@ -54,13 +53,6 @@
 
 namespace flashindexer::sm90 {
 
-// Experiment knob (build flag; default = the tested configuration; see docs/perf.md):
-#ifndef FI_SCORER_HALVES
-#define FI_SCORER_HALVES 1  // 0: a consumer holding 128 columns runs them as one n128 MMA per step
-#endif
-#ifndef FI_SCORER_PRODUCER_FENCE
-#define FI_SCORER_PRODUCER_FENCE 1  // 0: fp8 tiles signalled by cp.async.mbarrier.arrive, fenced by each consumer
-#endif
 
 inline constexpr int kScorerThreads = 384;   // producer + two consumer warpgroups
 
@@ -352,38 +344,24 @@ struct PagedScorer {
     return {base + token0 * kValueBytes, base + ps * kValueBytes + token0 * 4};
   }
 
-  // fp8: every byte goes straight to its swizzled place by cp.async, up to kStages tiles
-  // in flight. Each producer thread signals tile i's full barrier kLag tiles later, once
-  // its own copies of tile i have landed (cp.async.wait_group) and it has fenced them for
-  // the async proxy (the WGMMA reads): the consumers then need no per-tile fence.
+  // fp8: every byte goes straight to its swizzled place by cp.async; the stage's full
+  // barrier completes when all 128 producer threads' copies have landed. Up to kStages
+  // tiles in flight.
   __device__ static void produce_fp8(const ScorerArgs& a, Smem& sm) {
-    constexpr int kLag = kStages - 3;  // tiles copied ahead of the newest signalled one
     const int tid = threadIdx.x;  // 0..127
-    const int n = sm.num_tiles;
     PageAhead pages;
     pages.start(a, sm);
-    for (int i = 0; i < n + kLag; ++i) {
-      if (i < n) {
-        const int stage = i % kStages;
-        const TileSource src = tile_source(a, sm, i, pages.page(a, sm, i));
-        ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
+    for (int i = 0; i < sm.num_tiles; ++i) {
+      const int stage = i % kStages;
+      const TileSource src = tile_source(a, sm, i, pages.page(a, sm, i));
+      ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const int c = tid + 128 * u;  // 16-byte chunk c & 7 of token c >> 3
-          ptx::cp_async16(sm.k[stage] + ptx::sw128_offset(c >> 3, c & 7), src.values + c * 16);
-        }
-        if (tid < 16) ptx::cp_async16(&sm.kscale[stage][4 * tid], src.scales + tid * 16);
+      for (int u = 0; u < 4; ++u) {
+        const int c = tid + 128 * u;  // 16-byte chunk c & 7 of token c >> 3
+        ptx::cp_async16(sm.k[stage] + ptx::sw128_offset(c >> 3, c & 7), src.values + c * 16);
       }
-      if constexpr (FI_SCORER_PRODUCER_FENCE == 0) {
-        if (i < n) ptx::cp_async_arrive(&sm.full[i % kStages]);
-        continue;
-      }
-      ptx::cp_async_commit();
-      if (i >= kLag) {
-        ptx::cp_async_wait<kLag>();  // this thread's copies of tile i - kLag have landed
-        ptx::fence_proxy_async_smem();
-        ptx::mbar_arrive(&sm.full[(i - kLag) % kStages]);
-      }
+      if (tid < 16) ptx::cp_async16(&sm.kscale[stage][4 * tid], src.scales + tid * 16);
+      ptx::cp_async_arrive(&sm.full[stage]);
     }
   }
 
@@ -515,75 +493,6 @@ struct PagedScorer {
     for (int i = 0; i < kNw / 2; ++i) acc[i] += part[i];
   }
 
-  // A consumer holding 128 columns runs them as two halves of 64 (n64 MMAs, each half its
-  // own commit groups) so that the CUDA cores work on one half while the tensor cores run
-  // the other: the partial sums' adds (kFp32) and the first half's head sums overlap MMAs.
-  // The arithmetic per column is mma_tile's (k32 steps from zero, added in order 0..3), so
-  // the scores are the same bits. Shared-memory operand reads: 128 B per tensor cycle.
-  static constexpr bool kHalves = FI_SCORER_HALVES != 0 && kNw == 128;
-  static constexpr int kHalf = kNw / 4;  // accumulator registers of a 64-column half
-  using Half = float[kHalf];
-  __device__ static Half& half(float (&a)[kNw / 2], int h) { return *reinterpret_cast<Half*>(a + h * kHalf); }
-  __device__ static const Half& half(const float (&a)[kNw / 2], int h) {
-    return *reinterpret_cast<const Half*>(a + h * kHalf);
-  }
-  __device__ static void add_half(float (&acc)[kNw / 2], float (&part)[kNw / 2], int h) {
-    ptx::fence_registers(half(acc, h));
-    ptx::fence_registers(half(part, h));
-#pragma unroll
-    for (int i = 0; i < kHalf; ++i) half(acc, h)[i] += half(part, h)[i];
-    ptx::fence_registers(half(acc, h));
-    ptx::fence_registers(half(part, h));
-  }
-  // Issues the tile's MMAs and returns with the first half's sums final in acc (the second
-  // half's last group may still run: finish_halves).
-  __device__ static void mma_halves(float (&acc)[kNw / 2], float (&part)[kNw / 2], uint64_t desc_k,
-                                    uint64_t desc_q) {
-    const uint64_t dq[2] = {desc_q, desc_q + (64 * 128 >> 4)};  // + 64 rows of 128 B
-    ptx::fence_registers(acc);
-    ptx::fence_registers(part);
-    ptx::wgmma_fence();
-    if constexpr (kAccuracy == ScoreAccuracy::kReduced) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) Wgmma<64, kKind>::mma(half(acc, h), desc_k + 2 * kk, dq[h] + 2 * kk, kk);
-        ptx::wgmma_commit();
-      }
-      ptx::wgmma_wait<1>();
-      ptx::fence_registers(half(acc, 0));
-    } else {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        Wgmma<64, kKind>::mma(half(acc, h), desc_k, dq[h], 0);
-        Wgmma<64, kKind>::mma(half(part, h), desc_k + 2, dq[h] + 2, 0);
-        ptx::wgmma_commit();
-      }
-#pragma unroll
-      for (int kk = 2; kk < 4; ++kk) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          ptx::wgmma_wait<1>();  // the oldest group: half h's previous step
-          add_half(acc, part, h);
-          ptx::wgmma_fence();
-          Wgmma<64, kKind>::mma(half(part, h), desc_k + 2 * kk, dq[h] + 2 * kk, 0);
-          ptx::wgmma_commit();
-        }
-      }
-      ptx::wgmma_wait<1>();
-      add_half(acc, part, 0);
-    }
-  }
-  // Waits for the second half and completes its sums; the key tile is no longer read after.
-  __device__ static void finish_halves(float (&acc)[kNw / 2], float (&part)[kNw / 2]) {
-    ptx::wgmma_wait<0>();
-    if constexpr (kAccuracy == ScoreAccuracy::kReduced) {
-      ptx::fence_registers(half(acc, 1));
-    } else {
-      add_half(acc, part, 1);
-    }
-  }
-
   // The pass of the tile being consumed, kept in registers (passes change rarely: only
   // in a group that spans requests); seek() advances it as the tile index grows.
   struct PassCursor {
@@ -684,9 +593,9 @@ struct PagedScorer {
         if (i >= num_tiles) continue;
       }
       const int stage = i % kStages;
-      // The producer fenced the tile for the async proxy before its full barrier.
+      // mxfp4: the producer fenced its converted tile before the full barrier.
       ptx::mbar_wait(&sm.full[stage], (i / kStages) & 1);
-      if constexpr (!kMx && FI_SCORER_PRODUCER_FENCE == 0) ptx::fence_proxy_async_smem();
+      if constexpr (!kMx) ptx::fence_proxy_async_smem();  // cp.async (generic proxy) bytes -> WGMMA (async proxy)
       const float ks0 = sm.kscale[stage][m0];
       const float ks1 = sm.kscale[stage][m1];
       const uint64_t desc_k = ptx::smem_desc_sw128(sm.k[stage]);
@@ -694,28 +603,12 @@ struct PagedScorer {
       float s[kRowsW][2];
 #pragma unroll
       for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = 0.0f;
-      if constexpr (kHalves) {
-        mma_halves(acc, part, desc_k, desc_q);
-        if (neg) {
-          add_head_sums<true, kNw / 2>(half(acc, 0), 0, wr, ks0 < 0.0f, ks1 < 0.0f, s);
-        } else {
-          add_head_sums<false, kNw / 2>(half(acc, 0), 0, wr, false, false, s);
-        }
-        finish_halves(acc, part);
-        ptx::mbar_arrive(&sm.empty[stage]);
-        if (neg) {
-          add_head_sums<true, kNw / 2>(half(acc, 1), kNw / 16, wr, ks0 < 0.0f, ks1 < 0.0f, s);
-        } else {
-          add_head_sums<false, kNw / 2>(half(acc, 1), kNw / 16, wr, false, false, s);
-        }
+      mma_tile(acc, part, desc_k, desc_q);
+      ptx::mbar_arrive(&sm.empty[stage]);
+      if (neg) {
+        add_head_sums<true, kNw>(acc, 0, wr, ks0 < 0.0f, ks1 < 0.0f, s);
       } else {
-        mma_tile(acc, part, desc_k, desc_q);
-        ptx::mbar_arrive(&sm.empty[stage]);
-        if (neg) {
-          add_head_sums<true, kNw>(acc, 0, wr, ks0 < 0.0f, ks1 < 0.0f, s);
-        } else {
-          add_head_sums<false, kNw>(acc, 0, wr, false, false, s);
-        }
+        add_head_sums<false, kNw>(acc, 0, wr, false, false, s);
       }
       pass.seek(sm, i);
       float out[kOut];
