@@ -26,7 +26,7 @@
 //   writes on all 256 consumer threads (named barrier 1).
 // Shared memory: the scorer's (N = 256: fp8 99 KiB, mxfp4 144 KiB) + 8 KiB of radix
 //   histogram + R x cap x 8 B of candidates, cap = what fits under the opt-in limit
-//   (H200, H = 64, R = 4: fp8 3,772, mxfp4 2,332).
+//   (H200, H = 64, R = 4: fp8 3,771, mxfp4 2,331).
 // Measured (docs/perf.md): bit-identical to dense + TopK everywhere, 0.7-0.9x its speed;
 //   the selection sits on the consumers' critical path (docs/design.md, "Next").
 #include "../../core/rank_key.h"
