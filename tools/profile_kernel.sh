@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On the GPU machine, after tools/device.sh built build/device: Nsight Compute on the first
 # kernel matching KERNEL (a regex: fused_topk, dense_logits, ...) of one bench point, with
-# warp-state sampling per SASS instruction. Writes $OUT/ncu_<kernel>_<point>.txt (sections)
-# and $OUT/ncu_<kernel>_<point>_sass.txt (the SASS instructions with the most stall samples).
+# warp-state sampling per SASS instruction. Writes $OUT/ncu_<kernel>_<point>.txt: the sections,
+# then the SASS instructions with the most stall samples, then every instruction in address
+# order with its share of stall samples and of executed instructions.
 #   usage: tools/profile_kernel.sh [KERNEL] [POINT]   (default fused_topk v4-flash_prefill_8192_c65536)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,23 +18,31 @@ ncu --clock-control none --kernel-name "regex:$kernel" --launch-count 1 \
   build/device/flashindexer bench --only "$point" --iters 1 > "$OUT/ncu_$name.txt" 2>&1
 ncu --import "$rep.ncu-rep" --page details >> "$OUT/ncu_$name.txt" 2>&1
 ncu --import "$rep.ncu-rep" --page source --csv --print-source sass > "$rep.csv" 2>/dev/null
-python3 - "$rep.csv" > "$OUT/ncu_${name}_sass.txt" <<'PY'
+python3 - "$rep.csv" > "$rep.sass.txt" <<'PY'
 import csv, sys
 rows = list(csv.reader(open(sys.argv[1])))
 hdr_i = next(i for i, r in enumerate(rows) if any("Source" == c for c in r))
 hdr, data = rows[hdr_i], rows[hdr_i + 1:]
 col = {c: i for i, c in enumerate(hdr)}
 samp = next(c for c in hdr if c.startswith("Warp Stall Sampling (All"))
-reasons = [c for c in hdr if c.startswith("stall_") or "Stall" in c and c != samp][:0]
+execd = col.get("Instructions Executed")
 def num(x):
     try: return float(x.replace(",", ""))
     except ValueError: return 0.0
-total = sum(num(r[col[samp]]) for r in data if len(r) == len(hdr))
-print("columns:", hdr)
-print("total samples", total)
-top = sorted((r for r in data if len(r) == len(hdr)), key=lambda r: -num(r[col[samp]]))[:60]
-for r in top:
-    print(f"{num(r[col[samp]]) / max(total, 1) * 100:6.2f}%  {r[col['Address']] if 'Address' in col else ''}  {r[col['Source']]}")
+data = [r for r in data if len(r) == len(hdr)]
+total = sum(num(r[col[samp]]) for r in data)
+total_exec = sum(num(r[execd]) for r in data) if execd is not None else 0
+print("total samples", total, "warp instructions executed", total_exec)
+def line(r):
+    e = f"{num(r[execd]) / max(total_exec, 1) * 100:6.2f}%" if execd is not None else ""
+    return f"{num(r[col[samp]]) / max(total, 1) * 100:6.2f}% stall  {e} exec  {r[col['Address']]}  {r[col['Source']]}"
+print("== the 60 instructions with the most stall samples")
+for r in sorted(data, key=lambda r: -num(r[col[samp]]))[:60]:
+    print(line(r))
+print("== every instruction, in address order (stall samples, share of executed instructions)")
+for r in data:
+    print(line(r))
 PY
+cat "$rep.sass.txt" >> "$OUT/ncu_$name.txt"  # one file: $OUT returns at most 8
 grep -E "Duration|Compute \(SM\)|Issue Slots Busy|Warp Cycles Per Issued|No Eligible|Stall" "$OUT/ncu_$name.txt" | head -30
-head -45 "$OUT/ncu_${name}_sass.txt" | cut -c1-160
+head -45 "$rep.sass.txt" | cut -c1-160
