@@ -51,6 +51,7 @@ struct HostResults {
   std::vector<uint32_t> status;           // [rows]
   int64_t logits_width = 0;
   std::vector<float> logits;              // [rows, logits_width], empty unless requested
+  size_t workspace_bytes = 0;             // the workspace the runner gave the operator (run_fused)
 
   // Sizes the buffers and fills them with a poison pattern (detects unwritten entries).
   void reset(int64_t rows, int32_t k, bool with_slots);
@@ -58,6 +59,8 @@ struct HostResults {
 };
 
 // ---- host conveniences (allocate; for tools and tests, not for the run path) ----
+// With launch.backend == kCuda and a usable device they copy the problem to the device and
+// the results back (then synchronize launch.stream); otherwise they run on the host buffers.
 // fused_topk with a workspace sized by workspace_size(); results poisoned first.
 Status run_fused(const HostProblem& p, const Launch& launch, HostResults* out);
 // dense_logits then topk_over_logits; keeps the logits in out->logits when asked.

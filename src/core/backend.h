@@ -26,6 +26,14 @@ class BackendImpl {
   virtual Status dense_logits(const IndexerProblem& p, const LogitsOutput& out, const Launch& l) const = 0;
   virtual Status topk_over_logits(const TopKProblem& p, const TopKOutputs& out, const Launch& l) const = 0;
   virtual Status fused_topk(const IndexerProblem& p, const TopKOutputs& out, const Launch& l) const = 0;
+
+  // Buffers in the memory this backend addresses, for the host runners (host_problem.cpp:
+  // a HostProblem run on a device), never for the operators' run path. copy() is
+  // synchronous and takes either direction; synchronize() waits for the launch's stream.
+  virtual Status allocate(size_t bytes, void** ptr) const = 0;
+  virtual void release(void* ptr) const = 0;
+  virtual Status copy(void* dst, const void* src, size_t bytes) const = 0;
+  virtual Status synchronize(const Launch& l) const = 0;
 };
 
 const BackendImpl& cpu_backend();

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backend.h"
 #include "check.h"
 #include "safetensors.h"
 
@@ -118,6 +119,7 @@ IndexerProblem HostProblem::view() const {
 void HostResults::reset(int64_t n, int32_t kk, bool with_slots) {
   rows = n;
   k = kk;
+  workspace_bytes = 0;
   const size_t cells = size_t(n) * size_t(kk);
   positions.assign(cells, INT32_MIN + 7);
   slots.assign(with_slots ? cells : 0, INT32_MIN + 7);
@@ -318,10 +320,91 @@ Status read_result_file(const std::string& path, HostResults* out) {
 namespace flashindexer {
 namespace {
 
-std::vector<uint8_t> workspace_for(size_t bytes) { return std::vector<uint8_t>(bytes + 64); }
-void* aligned_start(std::vector<uint8_t>& v) {
-  auto p = reinterpret_cast<uintptr_t>(v.data());
-  return v.data() + ((64 - p % 64) % 64);
+// A host runner's buffers in the memory of the backend that runs the problem: the host
+// vectors themselves (identity) unless the launch asks for a usable CUDA device, which gets
+// device copies, freed on destruction. Errors stick: status() is the first one.
+class Mirror {
+ public:
+  explicit Mirror(const Launch& l) {
+    const BackendImpl* cuda = cuda_backend();
+    if (l.backend == Backend::kCuda && cuda != nullptr && cuda->info().usable) be_ = cuda;
+  }
+  Mirror(const Mirror&) = delete;
+  Mirror& operator=(const Mirror&) = delete;
+  ~Mirror() {
+    for (void* p : owned_) be_->release(p);
+  }
+
+  // v in the backend's memory (nullptr for an empty v).
+  template <typename T>
+  T* in(const std::vector<T>& v) {
+    if (v.empty()) return nullptr;
+    if (identity()) return const_cast<T*>(v.data());
+    void* p = allocate(v.size() * sizeof(T));
+    if (p != nullptr) keep(be_->copy(p, v.data(), v.size() * sizeof(T)));
+    return static_cast<T*>(p);
+  }
+  // Copies the backend's p back into v (nothing to do for the identity).
+  template <typename T>
+  void back(std::vector<T>& v, const T* p) {
+    if (!identity() && p != nullptr && !v.empty()) keep(be_->copy(v.data(), p, v.size() * sizeof(T)));
+  }
+  // `bytes` of workspace, 64-byte aligned.
+  void* scratch(size_t bytes) {
+    auto* p = static_cast<uint8_t*>(allocate(bytes + 64));
+    return p == nullptr ? nullptr : p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64;
+  }
+  void synchronize(const Launch& l) { keep(be_->synchronize(l)); }
+  Status status() const { return status_; }
+
+ private:
+  bool identity() const { return be_ == &cpu_backend(); }
+  void* allocate(size_t bytes) {
+    void* p = nullptr;
+    if (!keep(be_->allocate(bytes, &p))) return nullptr;
+    owned_.push_back(p);
+    return p;
+  }
+  bool keep(Status s) {
+    if (status_.is_ok() && !s.is_ok()) status_ = std::move(s);
+    return status_.is_ok();
+  }
+
+  const BackendImpl* be_ = &cpu_backend();
+  std::vector<void*> owned_;
+  Status status_;
+};
+
+IndexerProblem mirrored(const HostProblem& hp, Mirror& m) {
+  IndexerProblem p = hp.view();
+  p.cache.pool = m.in(hp.pool);
+  if (p.cache.pages.table != nullptr) p.cache.pages.table = m.in(hp.page_table);
+  p.queries.q = m.in(hp.q);
+  if (p.queries.q_scale != nullptr) p.queries.q_scale = m.in(hp.q_scale);
+  p.queries.weights = m.in(hp.weights);
+  p.rows.row_batch = m.in(hp.row_batch);
+  p.rows.window_start = m.in(hp.window_start);
+  p.rows.window_end = m.in(hp.window_end);
+  p.rows.context_lens = m.in(hp.context_lens);
+  return p;
+}
+
+// The outputs of r (poisoned by reset()) in the backend's memory.
+TopKOutputs mirrored(HostResults& r, Mirror& m) {
+  TopKOutputs o = r.outputs();
+  o.positions = m.in(r.positions);
+  o.slots = m.in(r.slots);
+  o.scores = m.in(r.scores);
+  o.counts = m.in(r.counts);
+  o.status = m.in(r.status);
+  return o;
+}
+void copy_back(HostResults& r, const TopKOutputs& o, Mirror& m) {
+  m.back(r.positions, o.positions);
+  m.back(r.slots, o.slots);
+  m.back(r.scores, o.scores);
+  m.back(r.counts, o.counts);
+  m.back(r.status, o.status);
 }
 
 template <typename T>
@@ -340,43 +423,60 @@ std::string diff_array(const char* name, const std::vector<T>& a, const std::vec
 }  // namespace
 
 Status run_fused(const HostProblem& hp, const Launch& launch, HostResults* out) {
-  const IndexerProblem p = hp.view();
+  Mirror m(launch);
+  const IndexerProblem p = mirrored(hp, m);
+  out->reset(hp.rows(), hp.k, true);
+  const TopKOutputs o = mirrored(*out, m);
+  FI_RETURN_IF_ERROR(m.status());
   size_t bytes = 0;
   FI_RETURN_IF_ERROR(workspace_size(p, Operator::kFusedTopK, launch, &bytes));
-  std::vector<uint8_t> ws = workspace_for(bytes);
+  out->workspace_bytes = bytes;
   Launch l = launch;
-  l.workspace = aligned_start(ws);
+  l.workspace = m.scratch(bytes);
   l.workspace_bytes = bytes;
-  out->reset(hp.rows(), hp.k, true);
-  return fused_topk(p, out->outputs(), l);
+  FI_RETURN_IF_ERROR(m.status());
+  FI_RETURN_IF_ERROR(fused_topk(p, o, l));
+  m.synchronize(l);
+  copy_back(*out, o, m);
+  return m.status();
 }
 
 Status run_dense_then_topk(const HostProblem& hp, const Launch& launch, HostResults* out, bool keep_logits) {
-  const IndexerProblem p = hp.view();
+  Mirror m(launch);
+  const IndexerProblem p = mirrored(hp, m);
   const int64_t rows = hp.rows(), width = std::max<int64_t>(hp.max_context, 1);
   std::vector<float> logits(size_t(rows * width), std::numeric_limits<float>::quiet_NaN());
+  std::vector<uint32_t> dense_status(size_t(rows), 0xDEADBEEFu);
+  float* logits_b = m.in(logits);
+  uint32_t* dense_status_b = m.in(dense_status);
+  out->reset(rows, hp.k, true);
+  const TopKOutputs o = mirrored(*out, m);
+  FI_RETURN_IF_ERROR(m.status());
   size_t bytes = 0;
   FI_RETURN_IF_ERROR(workspace_size(p, Operator::kDenseLogits, launch, &bytes));
-  std::vector<uint8_t> ws = workspace_for(bytes);
   Launch l = launch;
-  l.workspace = aligned_start(ws);
+  l.workspace = m.scratch(bytes);
   l.workspace_bytes = bytes;
-  std::vector<uint32_t> dense_status(size_t(rows), 0xDEADBEEFu);
-  FI_RETURN_IF_ERROR(dense_logits(p, LogitsOutput{logits.data(), width, dense_status.data()}, l));
+  FI_RETURN_IF_ERROR(m.status());
+  FI_RETURN_IF_ERROR(dense_logits(p, LogitsOutput{logits_b, width, dense_status_b}, l));
 
   TopKProblem t;
-  t.logits = logits.data();
+  t.logits = logits_b;
   t.logits_row_stride = width;
   t.rows = p.rows;
   t.pages = p.cache.pages;
   t.k = p.k;
   t.order = p.order;
   FI_RETURN_IF_ERROR(workspace_size(t, launch, &bytes));
-  ws = workspace_for(bytes);
-  l.workspace = aligned_start(ws);
+  l.workspace = m.scratch(bytes);
   l.workspace_bytes = bytes;
-  out->reset(rows, hp.k, true);
-  FI_RETURN_IF_ERROR(topk_over_logits(t, out->outputs(), l));
+  FI_RETURN_IF_ERROR(m.status());
+  FI_RETURN_IF_ERROR(topk_over_logits(t, o, l));
+  m.synchronize(l);
+  copy_back(*out, o, m);
+  m.back(dense_status, dense_status_b);
+  if (keep_logits) m.back(logits, logits_b);
+  FI_RETURN_IF_ERROR(m.status());
   for (int64_t r = 0; r < rows; ++r)
     if (dense_status[size_t(r)] != out->status[size_t(r)])
       return Status(StatusCode::kInternal, "row " + std::to_string(r) + ": dense status " +

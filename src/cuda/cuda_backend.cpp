@@ -6,6 +6,7 @@
 // (fused_topk.cu, the same scorer with a selecting sink).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
 #include <mutex>
 #include <string>
@@ -136,6 +137,19 @@ class CudaBackend final : public BackendImpl {
   Status fused_topk(const IndexerProblem& p, const TopKOutputs& out, const Launch& l) const override {
     const sm90::FusedTopKArgs args{&p, out, scorer_plan(p), l.workspace, device().smem_optin};
     return launch_status(sm90::fused_topk(args, static_cast<cudaStream_t>(l.stream)), "fused_topk");
+  }
+
+  // Device memory for the host runners (never the operators' run path).
+  Status allocate(size_t bytes, void** ptr) const override {
+    *ptr = nullptr;
+    return launch_status(cudaMalloc(ptr, std::max<size_t>(bytes, 1)), "cudaMalloc");
+  }
+  void release(void* ptr) const override { cudaFree(ptr); }
+  Status copy(void* dst, const void* src, size_t bytes) const override {
+    return bytes ? launch_status(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy") : Status::ok();
+  }
+  Status synchronize(const Launch& l) const override {
+    return launch_status(cudaStreamSynchronize(static_cast<cudaStream_t>(l.stream)), "cudaStreamSynchronize");
   }
 
  private:

@@ -3,6 +3,7 @@
 // and (b) the CPU TopK over the same GPU logits (an independent selector: a bug shared by
 // the two GPU selectors cannot hide). Plus reruns, graph replays, failing rows.
 #include <algorithm>
+#include <cstring>
 
 #include "gpu/gpu_util.h"
 
@@ -304,6 +305,39 @@ TEST(GpuFused, GraphReplayWithMutatedMetadata) {
 }
 
 // A shape whose candidates do not fit in shared memory is refused with a reason.
+// The host runners (run_fused, run_dense_then_topk) with Backend::kCuda copy a host problem
+// to the device and the results back (the CLI's `run --backend cuda`): they must give what
+// the operators give on device buffers, and the kept logits must be the device's.
+TEST(GpuFused, HostRunnersRunOnTheDevice) {
+  SKIP_WITHOUT_GPU();
+  cudaStream_t stream = nullptr;
+  GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (CacheFormat f : kFormats)
+    for (bool decode : {false, true}) {
+      SyntheticSpec sp = spec(f, Generator::kStructured, 48, 3, 5000, 512, 91 + decode);
+      if (decode) {
+        sp.form = RowForm::kDecode;
+        sp.next_n = 2;
+      }
+      const HostProblem h = make(sp);
+      const std::string what = std::string(name(f)) + (decode ? " decode" : " prefill");
+      HostResults fused, dense;
+      Status st = run_fused(h, gpu_launch(stream), &fused);
+      ASSERT_TRUE(st.is_ok()) << what << ": " << st.to_string();
+      st = run_dense_then_topk(h, gpu_launch(stream), &dense, true);
+      ASSERT_TRUE(st.is_ok()) << what << ": " << st.to_string();
+      EXPECT_EQ(first_difference(fused, dense), "") << what << ": runner fused vs runner dense + TopK";
+      DeviceProblem d(h);
+      const DenseThenTopK device = gpu_dense_then_topk(d.p);
+      EXPECT_EQ(first_difference(fused, device.results), "") << what << ": runner vs operators on device buffers";
+      ASSERT_EQ(dense.logits.size(), device.logits.size()) << what;
+      EXPECT_EQ(std::memcmp(dense.logits.data(), device.logits.data(), dense.logits.size() * sizeof(float)), 0)
+          << what << ": kept logits differ from the device's";
+      EXPECT_GT(long_rows(fused), 0) << what << ": no row exercised selection";
+    }
+  GPU_CHECK(cudaStreamDestroy(stream));
+}
+
 TEST(GpuFused, UnsupportedShapeIsRefusedWithAReason) {
   SKIP_WITHOUT_GPU();
   SyntheticSpec s = spec(CacheFormat::kMxfp4, Generator::kGaussian, 16, 1, 3000, 2048, 110);
