@@ -326,5 +326,16 @@ TEST(Contract6, Workspace_IndependentOfContextLengthAndFarBelowLogits) {
   EXPECT_LE(large, size_t(64) << 20);
 }
 
+// The host runner gives the operator exactly the workspace the query asks for, and says so.
+TEST(Contract6, Workspace_HostRunnerUsesTheQueriedSize) {
+  const HostProblem hp = make(small_spec());
+  size_t queried = 0;
+  ASSERT_TRUE(workspace_size(hp.view(), Operator::kFusedTopK, cpu(3), &queried).is_ok());
+  ASSERT_GT(queried, 0u);
+  HostResults r;
+  ASSERT_TRUE(run_fused(hp, cpu(3), &r).is_ok());
+  EXPECT_EQ(r.workspace_bytes, queried);
+}
+
 }  // namespace
 }  // namespace fit

@@ -2,7 +2,7 @@
 //
 // Purpose: score[r, s] for a *group* of R query rows over one split of the positions,
 //   handing every in-window score to a Sink. One core, two consumers: the dense-logits
-//   operator's sink writes logits; the fused operator's sink will feed a selector. Both
+//   operator's sink writes logits; the fused operator's sink feeds a selector. Both
 //   see the same bits because the arithmetic below is the only scoring code on the GPU.
 // Rows and groups: a group is R consecutive rows (ragged: R = 256 / H; decode: the
 //   next_n rows of one request). Rows of a group that share a request are scored in one
