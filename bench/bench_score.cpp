@@ -207,7 +207,8 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
                  {"compactions", prof[sm90::kProfileCompactions] / ctas},
                  {"keys_per_compaction",
                   prof[sm90::kProfileCompactedKeys] / std::max(1.0, double(prof[sm90::kProfileCompactions]))},
-                 {"finish_cycles", prof[sm90::kProfileFinish] / ctas}};
+                 {"finish_cycles", prof[sm90::kProfileFinish] / ctas},
+                 {"sort_cycles", prof[sm90::kProfileSortCycles] / ctas}};
     }
   }
   const double dense_extra = double(rows) * double(logits.row_stride) * 4 + double(topk_ws);

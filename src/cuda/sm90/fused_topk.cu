@@ -196,8 +196,10 @@ __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, const Sme
     while (p < n) p <<= 1;
     for (uint32_t i = n + t; i < p; i += kConsumers) kr[i] = 0ull;  // padding sorts last
     ConsumerSync::sync();
+    const long long t0 = sink.clock.now();
     Select::sort_desc(kr, p, f.by_rank, t);
     ConsumerSync::sync();
+    sink.clock.add(kProfileSortCycles, sink.clock.now() - t0);
     for (int32_t i = t; i < f.k; i += kConsumers) {
       const bool real = uint32_t(i) < n;
       const uint64_t key = real ? kr[i] : 0ull;

@@ -41,6 +41,7 @@ enum FusedProfile : int {
   kProfileCompactions,
   kProfileCompactedKeys,   // candidates the compactions read
   kProfileFinish,          // cycles of the finish: final compactions, sort, output writes
+  kProfileSortCycles,      // of which the final sorts
   kFusedProfileSlots
 };
 // Copies the counters (and zeroes them with reset); false in builds without the knob.
