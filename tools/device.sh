@@ -21,11 +21,14 @@ for step in $steps; do
       (cd build/device && ctest -j 8 --output-on-failure) > "$OUT/ctest.log" 2>&1 || rc=1
       grep -E "tests passed|Failed|\*\*\*" "$OUT/ctest.log" | head -30 ;;
     sanitize)
+      : > "$OUT/sanitize.log"  # one file for both tools: $OUT returns at most 8 files
       for tool in memcheck racecheck; do
+        log=/tmp/sanitize_$tool.log
         compute-sanitizer --tool "$tool" --error-exitcode 9 build/device/tests/flashindexer_tests \
           --gtest_filter='GpuTopK.SanitizerSmallCases:GpuScorer.SanitizerSmallCases:GpuFused.SanitizerSmallCases' \
-          > "$OUT/sanitize_$tool.log" 2>&1 || rc=1
-        echo "compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/sanitize_$tool.log" | tail -2 | tr '\n' ' ')"
+          > "$log" 2>&1 || rc=1
+        { echo "== compute-sanitizer --tool $tool"; cat "$log"; } >> "$OUT/sanitize.log"
+        echo "compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$log" | tail -2 | tr '\n' ' ')"
       done ;;
     bench)
       build/device/flashindexer bench-topk --json > "$OUT/bench_topk.jsonl" 2> "$OUT/bench_topk.err" || rc=1
