@@ -349,10 +349,12 @@ class Mirror {
   void back(std::vector<T>& v, const T* p) {
     if (!identity() && p != nullptr && !v.empty()) keep(be_->copy(v.data(), p, v.size() * sizeof(T)));
   }
-  // `bytes` of workspace, 64-byte aligned.
-  void* scratch(size_t bytes) {
+  // Points l at `bytes` of fresh workspace, 64-byte aligned.
+  Status give_workspace(size_t bytes, Launch* l) {
     auto* p = static_cast<uint8_t*>(allocate(bytes + 64));
-    return p == nullptr ? nullptr : p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64;
+    l->workspace = p == nullptr ? nullptr : p + (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64;
+    l->workspace_bytes = bytes;
+    return status_;
   }
   void synchronize(const Launch& l) { keep(be_->synchronize(l)); }
   Status status() const { return status_; }
@@ -432,9 +434,7 @@ Status run_fused(const HostProblem& hp, const Launch& launch, HostResults* out) 
   FI_RETURN_IF_ERROR(workspace_size(p, Operator::kFusedTopK, launch, &bytes));
   out->workspace_bytes = bytes;
   Launch l = launch;
-  l.workspace = m.scratch(bytes);
-  l.workspace_bytes = bytes;
-  FI_RETURN_IF_ERROR(m.status());
+  FI_RETURN_IF_ERROR(m.give_workspace(bytes, &l));
   FI_RETURN_IF_ERROR(fused_topk(p, o, l));
   m.synchronize(l);
   copy_back(*out, o, m);
@@ -455,9 +455,7 @@ Status run_dense_then_topk(const HostProblem& hp, const Launch& launch, HostResu
   size_t bytes = 0;
   FI_RETURN_IF_ERROR(workspace_size(p, Operator::kDenseLogits, launch, &bytes));
   Launch l = launch;
-  l.workspace = m.scratch(bytes);
-  l.workspace_bytes = bytes;
-  FI_RETURN_IF_ERROR(m.status());
+  FI_RETURN_IF_ERROR(m.give_workspace(bytes, &l));
   FI_RETURN_IF_ERROR(dense_logits(p, LogitsOutput{logits_b, width, dense_status_b}, l));
 
   TopKProblem t;
@@ -468,9 +466,7 @@ Status run_dense_then_topk(const HostProblem& hp, const Launch& launch, HostResu
   t.k = p.k;
   t.order = p.order;
   FI_RETURN_IF_ERROR(workspace_size(t, launch, &bytes));
-  l.workspace = m.scratch(bytes);
-  l.workspace_bytes = bytes;
-  FI_RETURN_IF_ERROR(m.status());
+  FI_RETURN_IF_ERROR(m.give_workspace(bytes, &l));
   FI_RETURN_IF_ERROR(topk_over_logits(t, o, l));
   m.synchronize(l);
   copy_back(*out, o, m);
