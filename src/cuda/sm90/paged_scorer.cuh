@@ -53,7 +53,6 @@
 
 namespace flashindexer::sm90 {
 
-
 inline constexpr int kScorerThreads = 384;   // producer + two consumer warpgroups
 
 struct ScorerArgs {
@@ -432,25 +431,23 @@ struct PagedScorer {
     for (int b = 0; b < kNw / 8; ++b) w[b] = w2[4 * b + (threadIdx.x & 3)];
   }
 
-  // Adds this thread's share of the head sums of its two positions: columns of blocks
-  // [blk0, blk0 + kCols / 8) of its warpgroup, in column order (acc holds those columns).
-  // kSigned (fp8 keys with a negative scale c, rare): relu(c x) = c min(x, 0).
-  template <bool kSigned, int kCols>
-  __device__ static void add_head_sums(const float (&acc)[kCols / 2], int blk0, const float2 (&wr)[kNw / 8],
-                                       bool neg0, bool neg1, float (&s)[kRowsW][2]) {
+  // Adds this thread's share of the head sums of its two positions over its warpgroup's
+  // columns, in column order. kSigned (fp8 keys with a negative scale c, rare):
+  // relu(c x) = c min(x, 0).
+  template <bool kSigned>
+  __device__ static void add_head_sums(const float (&acc)[kNw / 2], const float2 (&wr)[kNw / 8], bool neg0,
+                                       bool neg1, float (&s)[kRowsW][2]) {
     auto relu = [](float v, bool neg) { return kSigned && neg ? ptx::min_nan(v, 0.0f) : ptx::max_nan(v, 0.0f); };
 #pragma unroll
-    for (int b = 0; b < kCols / 8; ++b) {
-      const int blk = blk0 + b;
-      const int r = (blk * 8) / kHeads;
-      const float2 w = wr[blk];
+    for (int b = 0; b < kNw / 8; ++b) {
+      const int r = (b * 8) / kHeads;
+      const float2 w = wr[b];
       s[r][0] = fmaf(w.x, relu(acc[4 * b], neg0), s[r][0]);
       s[r][0] = fmaf(w.y, relu(acc[4 * b + 1], neg0), s[r][0]);
       s[r][1] = fmaf(w.x, relu(acc[4 * b + 2], neg1), s[r][1]);
       s[r][1] = fmaf(w.y, relu(acc[4 * b + 3], neg1), s[r][1]);
     }
   }
-
 
   // acc[64 x kNw] = K_tile * Q_cols^T over D = 128. Hopper's FP8 MMA keeps a truncated
   // running sum (error relative to the accumulator, far above fp32 for same-sign
@@ -606,9 +603,9 @@ struct PagedScorer {
       mma_tile(acc, part, desc_k, desc_q);
       ptx::mbar_arrive(&sm.empty[stage]);
       if (neg) {
-        add_head_sums<true, kNw>(acc, 0, wr, ks0 < 0.0f, ks1 < 0.0f, s);
+        add_head_sums<true>(acc, wr, ks0 < 0.0f, ks1 < 0.0f, s);
       } else {
-        add_head_sums<false, kNw>(acc, 0, wr, false, false, s);
+        add_head_sums<false>(acc, wr, false, false, s);
       }
       pass.seek(sm, i);
       float out[kOut];
