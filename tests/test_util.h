@@ -55,6 +55,18 @@ inline HostResults fused(const HostProblem& p, int threads = 2) {
   return r;
 }
 
+// The CPU TopK over p's logits into *out (poisoned first), with a workspace sized by the query.
+inline Status cpu_topk(const TopKProblem& p, bool with_slots, HostResults* out) {
+  size_t bytes = 0;
+  if (Status st = workspace_size(p, cpu(), &bytes); !st.is_ok()) return st;
+  std::vector<uint8_t> ws(bytes + 64);
+  Launch l = cpu();
+  l.workspace = ws.data();
+  l.workspace_bytes = bytes;
+  out->reset(p.rows.rows(), p.k, with_slots);
+  return topk_over_logits(p, out->outputs(), l);
+}
+
 inline HostResults dense_topk(const HostProblem& p, bool keep_logits = false) {
   HostResults r;
   const Status st = run_dense_then_topk(p, cpu(), &r, keep_logits);

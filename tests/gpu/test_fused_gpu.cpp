@@ -97,15 +97,8 @@ HostResults cpu_topk_of(const HostProblem& h, const std::vector<float>& logits) 
   t.pages = hp.cache.pages;
   t.k = hp.k;
   t.order = hp.order;
-  size_t bytes = 0;
-  EXPECT_TRUE(workspace_size(t, cpu(), &bytes).is_ok());
-  std::vector<uint8_t> ws(bytes + 64);
-  Launch l = cpu();
-  l.workspace = ws.data();
-  l.workspace_bytes = bytes;
   HostResults r;
-  r.reset(h.rows(), h.k, true);
-  const Status st = topk_over_logits(t, r.outputs(), l);
+  const Status st = cpu_topk(t, true, &r);
   EXPECT_TRUE(st.is_ok()) << st.to_string();
   return r;
 }
