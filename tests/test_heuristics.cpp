@@ -103,7 +103,9 @@ TEST(Heuristics, FusedVoteIntervalKeepsAppendsInBounds) {
       }
   EXPECT_EQ(fused_min_capacity(2048, 64), 2048 + 128);
   EXPECT_EQ(fused_min_capacity(1000, 64), 1128);
-  EXPECT_EQ(fused_min_capacity(7, 128), 263);
+  EXPECT_EQ(fused_min_capacity(7, 128), 512);    // the final sort's least size
+  EXPECT_EQ(fused_min_capacity(300, 64), 512);
+  EXPECT_EQ(fused_min_capacity(513, 64), 1024);
   EXPECT_EQ(fused_vote_interval(3800, 2048, 64), 4);  // fp8 prefill, K = 2048
   EXPECT_EQ(fused_vote_interval(2298, 512, 64), 4);   // mxfp4 prefill, K = 512
 }

@@ -13,7 +13,7 @@ git worktree add -q "$tmp/old" "$rev"
 flags=(-std=c++20 -gencode=arch=compute_90a,code=sm_90a -Iinclude -Isrc -O3 --expt-relaxed-constexpr -ptx)
 (cd "$tmp/old" && nvcc "${flags[@]}" "$src" -o "$tmp/old.ptx")
 nvcc "${flags[@]}" "$src" -o "$tmp/new.ptx"
-strict() { sed -E 's/_GLOBAL__N__[0-9a-f]+_/_GLOBAL__N__/g' "$1" | grep -v '^//'; }
+strict() { sed -E 's/_GLOBAL__N__[0-9a-f]+_/_GLOBAL__N__/g; s/_INTERNAL_[0-9a-f]+_[0-9]+_([a-z_]+)_[0-9a-f]+/_INTERNAL_\1/g' "$1" | grep -v '^//'; }
 norm() { strict "$1" | sed -E 's/%(r|rd|rs|p|f|fd)[0-9]+/%\1/g; s/\$L__BB[0-9_]+/L/g'; }
 if diff -q <(strict "$tmp/old.ptx") <(strict "$tmp/new.ptx") >/dev/null; then
   echo "same PTX: $src at $rev and in the working tree"

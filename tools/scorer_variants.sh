@@ -16,10 +16,10 @@ LOGS=/tmp/scorer_variants
 mkdir -p "$OUT" "$LOGS"
 variants=("$@")
 if [ ${#variants[@]} -eq 0 ]; then
-  # The perf.md leads that are still open (ping-pong, rounds and sleeps were measured at
-  # d3fc81d and removed: bench/results/2026-11-29_variants_d3fc81d.txt).
+  # The build as it is and the fused operator's phase profile (docs/design.md); ping-pong,
+  # rounds, sleeps (d3fc81d) and halves (d26865b) were measured and removed.
   variants=("base="
-            "nohalves=-DFI_SCORER_HALVES=0")
+            "profile=-DFI_FUSED_PROFILE=1")
 fi
 # Bench points per variant (each prints both accuracy modes); the worst prefill and decode.
 points=${POINTS:-"v32_prefill_8192_c65536 v4-pro_decode_b64_n1_c65536"}

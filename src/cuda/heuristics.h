@@ -84,9 +84,10 @@ inline constexpr int32_t fused_step_puts(int32_t heads, int32_t rows_per_group) 
 }
 
 // The least capacity for K: K plus two vote intervals of one step (the vote reads counts that
-// may lag one interval), and the final sort's power of two >= K.
+// may lag one interval), and the final sort's power of two >= K, 512 at least (its network
+// sorts 8 keys per thread on at least two warps: bitonic_sort.cuh).
 inline int32_t fused_min_capacity(int32_t k, int32_t step_puts) {
-  int32_t p = 1;
+  int32_t p = 512;
   while (p < k) p <<= 1;
   return std::max(p, k + 2 * step_puts);
 }

@@ -164,11 +164,14 @@ TEST(GpuFused, MatchesDenseThenTopKOnEveryGenerator) {
 TEST(GpuFused, KOrdersAndShapes) {
   SKIP_WITHOUT_GPU();
   for (CacheFormat f : kFormats) {
-    for (int32_t k : {2048, 1024, 7}) {
-      SyntheticSpec s = spec(f, Generator::kGaussian, 21, 3, 9000, k, 40 + uint64_t(k));
-      s.order = k == 1024 ? OutputOrder::kRank : OutputOrder::kPosition;
-      expect_fused_exact(make(s), std::string(name(f)) + " k " + std::to_string(k));
-    }
+    // Every size of the final sort (512, 1,024, 2,048 keys; K = 7 pads to 512) in both orders.
+    for (int32_t k : {2048, 1024, 512, 7})
+      for (OutputOrder order : {OutputOrder::kPosition, OutputOrder::kRank}) {
+        SyntheticSpec s = spec(f, Generator::kGaussian, 21, 3, 9000, k, 40 + uint64_t(k) + uint64_t(order));
+        s.order = order;
+        expect_fused_exact(make(s), std::string(name(f)) + " k " + std::to_string(k) +
+                                        (order == OutputOrder::kRank ? " by rank" : " by position"));
+      }
     SyntheticSpec s = spec(f, Generator::kTies, 30, 2, 5000, 1024, 51);
     s.num_heads = 32;  // 8 rows per group
     expect_fused_exact(make(s), std::string(name(f)) + " H 32");

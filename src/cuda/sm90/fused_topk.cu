@@ -8,17 +8,20 @@
 //   output agree.
 // Algorithm: a scorer CTA (a group of R rows, one split of the positions) with a selecting
 //   sink. Each row owns a buffer of `cap` rank keys in shared memory and a threshold tau
-//   (the K-th best key at its last compaction; 0 before): a score whose rank key beats tau
-//   is appended (shared atomic). The sink steps with both consumer warpgroups (a step is a
-//   tile, or a pair of tiles when N <= 128); every `vote_every` steps (a power of two up to
-//   8, chosen on the host from the free room) a bar.red.or vote asks whether a row has less
-//   than two vote intervals of room left, and the threads that score the row compact it:
-//   the exact K-th key (radix_select.cuh, as TopK over logits), keep exactly K, raise tau.
+//   (0 at first, then a floor at or below the row's K-th best key): a score whose rank key
+//   beats tau is appended (shared atomic). The sink steps with both consumer warpgroups (a
+//   step is a tile, or a pair of tiles when N <= 128); every `vote_every` steps (a power of
+//   two up to 8, chosen on the host from the free room) a bar.red.or vote asks whether a
+//   row has less than two vote intervals of room left, and the threads that score the row
+//   compact it: one radix histogram pass (radix_select.cuh, as TopK over logits) finds the
+//   lower edge of the digit bin holding the K-th key, the keys at or above it are kept (K
+//   and a few more; the exact K-th when that bin is too full) and tau rises to that edge.
 //   With N = 256 each consumer warpgroup scores rows of its own and votes and compacts
 //   alone (128 threads), so the warpgroups never wait for each other; otherwise both do.
 //   Exact and bounded by construction; the producer keeps filling the key ring meanwhile.
-//   Finish, per row: a last compaction to min(K, n), then
-//   - one split: bitonic sort by position or rank, outputs written as TopK's write_row does;
+//   Finish, per row: a last, exact compaction to min(K, n), then
+//   - one split: a register bitonic sort (bitonic_sort.cuh) by position or rank, outputs
+//     written as TopK's write_row does;
 //   - several splits: the local top K to the workspace (SplitCandidates), merged by the
 //     merge kernel of topk_over_logits.cu (the one TopK's split rows use).
 // Warp roles: the scorer's (warpgroup 0 produces, 1-2 consume); selection runs on the
@@ -26,10 +29,11 @@
 //   writes on all 256 consumer threads (named barrier 1).
 // Shared memory: the scorer's (N = 256: fp8 99 KiB, mxfp4 144 KiB) + 8 KiB of radix
 //   histogram + R x cap x 8 B of candidates, cap = what fits under the opt-in limit
-//   (H200, H = 64, R = 4: fp8 3,771, mxfp4 2,331).
+//   (H200, H = 64, R = 4: fp8 3,770, mxfp4 2,330).
 // Measured (docs/perf.md): bit-identical to dense + TopK everywhere, 0.7-0.9x its speed;
 //   the selection sits on the consumers' critical path (docs/design.md, "Next").
 #include "../../core/rank_key.h"
+#include "bitonic_sort.cuh"
 #include "fused_topk.h"
 #include "paged_scorer.cuh"
 #include "radix_select.cuh"
@@ -46,6 +50,7 @@ using Select = RadixSelect<kConsumers, ConsumerSync>;
 // these 1024-bin selectors take the room of one 2048-bin one.
 using WgSync = WarpgroupSync<2, 1>;
 using WgSelect = RadixSelect<128, WgSync, 1024>;
+using Sort = BitonicSort<kConsumers, ConsumerSync>;
 
 template <int kRows>
 struct SelectState {
@@ -144,31 +149,76 @@ struct SelectSink {
       const bool full = tw < kMine && st.count[r0 + tw] > limit;
       if (ptx::named_barrier_or(WgSync::id(), 128, full))
         for (int r = r0; r < r0 + kMine; ++r)
-          if (st.count[r] > limit) compact<WgSelect>(st.select.wg[cw], r, tw);
+          if (st.count[r] > limit) compact<WgSelect>(st.select.wg[cw], r, tw, keep_at_most(limit));
     } else {
       const bool full = t < kRows && st.count[t] > limit;
       if (ptx::named_barrier_or(1, kConsumers, full))
         for (int r = 0; r < kRows; ++r)
-          if (st.count[r] > limit) compact<Select>(st.select.all, r, t);
+          if (st.count[r] > limit) compact<Select>(st.select.all, r, t, keep_at_most(limit));
     }
     clock.add(kProfileVotes, clock.now() - t0);
   }
 
-  // Keeps exactly the row's K best keys; tau rises to the K-th. The whole group of Sel
-  // (tid: the thread's index in it).
+  // A compaction during the stream keeps at most this many keys: three quarters of the room
+  // above K stay free.
+  __device__ uint32_t keep_at_most(uint32_t limit) const { return uint32_t(k) + (limit - uint32_t(k)) / 4; }
+
+  // Keeps the keys >= a floor f <= the row's K-th best key, at least K and at most max_keep
+  // of them (max_keep = K: exactly the K best); tau rises to f. Exact: every key of the
+  // final top K is >= the current K-th, so >= f, and a later key equal to f is either kept
+  // already or below the K-th (keys are unique). The whole group of Sel (tid: the thread's
+  // index in it).
   template <class Sel>
-  __device__ void compact(typename Sel::Storage& s, int r, int tid) {
+  __device__ void compact(typename Sel::Storage& s, int r, int tid, uint32_t max_keep) {
     const long long t0 = clock.now();
     uint64_t* kr = keys + size_t(r) * cap;
     const uint32_t n = st.count[r];
-    const uint64_t kth = Sel::kth(s, kr, n, uint32_t(k), tid);
-    if (tid == 0) st.tau[r] = kth;
-    Sel::compact(kr, n, kth, &st.count[r], tid);
+    const uint64_t f = max_keep > uint32_t(k) ? Sel::floor_of_kth(s, kr, n, uint32_t(k), max_keep, tid)
+                                              : Sel::kth(s, kr, n, uint32_t(k), tid);
+    if (tid == 0) st.tau[r] = f;
+    Sel::compact(kr, n, f, &st.count[r], tid);
     clock.add(kProfileCompactions, 1);
     clock.add(kProfileCompactedKeys, n);
     clock.add(kProfileCompactCycles, clock.now() - t0);
   }
 };
+
+// Row gr's outputs from its sorted keys kr[0, n), padded to K (consumer group). The page
+// table reads of a thread's kOutputs entries are issued together.
+__device__ void write_row_outputs(const ScorerArgs& a, const TopKOutputs& o, const GroupRow& gr, const uint64_t* kr,
+                                  uint32_t n, int32_t k, int t) {
+  constexpr int kOutputs = 8;
+  const float kNegInf = -__int_as_float(0x7F800000);
+  for (int32_t i0 = 0; i0 < k; i0 += kConsumers * kOutputs) {
+    int32_t pos[kOutputs];
+    uint64_t key[kOutputs];
+#pragma unroll
+    for (int u = 0; u < kOutputs; ++u) {
+      const int32_t i = i0 + u * kConsumers + t;
+      const bool real = uint32_t(i) < n;
+      key[u] = real ? kr[i] : 0ull;
+      pos[u] = real ? rank_key_position(key[u]) : -1;
+    }
+    if (o.slots) {
+      int32_t slot[kOutputs];
+#pragma unroll
+      for (int u = 0; u < kOutputs; ++u)
+        slot[u] = pos[u] >= 0 ? int32_t(physical_slot(a.cache.pages, gr.request, pos[u])) : -1;
+#pragma unroll
+      for (int u = 0; u < kOutputs; ++u) {
+        const int32_t i = i0 + u * kConsumers + t;
+        if (i < k) o.slots[gr.row * o.slots_row_stride + i] = slot[u];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kOutputs; ++u) {
+      const int32_t i = i0 + u * kConsumers + t;
+      if (i >= k) continue;
+      o.positions[gr.row * o.positions_row_stride + i] = pos[u];
+      if (o.scores) o.scores[gr.row * o.scores_row_stride + i] = pos[u] >= 0 ? rank_key_score(key[u]) : kNegInf;
+    }
+  }
+}
 
 // After the last step (consumer group): each row's final min(K, n) keys, sorted and written
 // as the outputs (one split) or handed to the merge (several).
@@ -176,11 +226,10 @@ template <int kRows, class Smem, class Sink>
 __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, const Smem& sm, Sink& sink, int64_t split,
                             int t) {
   const TopKOutputs& o = f.out;
-  const float kNegInf = -__int_as_float(0x7F800000);
   for (int r = 0; r < kRows; ++r) {
     const GroupRow gr = sm.rows[r];
     if (gr.row < 0) continue;
-    if (sink.st.count[r] > uint32_t(f.k)) sink.template compact<Select>(sink.st.select.all, r, t);
+    if (sink.st.count[r] > uint32_t(f.k)) sink.template compact<Select>(sink.st.select.all, r, t, uint32_t(f.k));
     const uint32_t n = sink.st.count[r];
     uint64_t* kr = sink.keys + size_t(r) * f.cap;
     if (a.g.splits > 1) {
@@ -192,24 +241,18 @@ __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, const Sme
       }
       continue;
     }
-    uint32_t p = 1;
+    uint32_t p = Sort::kMinKeys;
     while (p < n) p <<= 1;
     for (uint32_t i = n + t; i < p; i += kConsumers) kr[i] = 0ull;  // padding sorts last
     ConsumerSync::sync();
     const long long t0 = sink.clock.now();
-    Select::sort_desc(kr, p, f.by_rank, t);
-    ConsumerSync::sync();
-    sink.clock.add(kProfileSortCycles, sink.clock.now() - t0);
-    for (int32_t i = t; i < f.k; i += kConsumers) {
-      const bool real = uint32_t(i) < n;
-      const uint64_t key = real ? kr[i] : 0ull;
-      const int32_t pos = real ? rank_key_position(key) : -1;
-      o.positions[gr.row * o.positions_row_stride + i] = pos;
-      if (o.slots)
-        o.slots[gr.row * o.slots_row_stride + i] =
-            real ? int32_t(physical_slot(a.cache.pages, gr.request, pos)) : -1;
-      if (o.scores) o.scores[gr.row * o.scores_row_stride + i] = real ? rank_key_score(key) : kNegInf;
+    if (f.by_rank) {
+      Sort::sort_desc<true>(kr, p, t);
+    } else {
+      Sort::sort_desc<false>(kr, p, t);
     }
+    sink.clock.add(kProfileSortCycles, sink.clock.now() - t0);
+    write_row_outputs(a, o, gr, kr, n, f.k, t);
     if (t == 0) {
       if (o.counts) o.counts[gr.row] = int32_t(n);
       if (o.status) o.status[gr.row] = gr.status | (gr.nan ? row_status::kHasNaN : 0u);
@@ -278,7 +321,8 @@ int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_
   return with_scorer_shape(format, heads, rows_per_group, int32_t{0}, [&]<CacheFormat kF, int kH, int kR>() {
     constexpr size_t kFixed = LayoutOf<kF, kH, kR>::kFixed;
     if (smem_limit <= kFixed) return int32_t{0};
-    return int32_t(std::min<size_t>((smem_limit - kFixed) / (size_t(kR) * 8), 1 << 20));
+    // Even: every row's keys start 16-byte aligned (the final sort's vector loads).
+    return int32_t(std::min<size_t>((smem_limit - kFixed) / (size_t(kR) * 8), 1 << 20)) & ~int32_t{1};
   });
 }
 

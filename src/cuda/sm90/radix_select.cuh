@@ -4,7 +4,7 @@
 // Purpose: kth() finds the need-th largest of n unique rank keys (rank_key.h); compact()
 //   keeps, in place, exactly the keys >= a given key. block_select.cuh (TopK over logits)
 //   and fused_topk.cu (the fused operator) select with these, so both paths keep the same
-//   sets by construction; sort_desc() is the fused operator's final ordering.
+//   sets by construction.
 // Algorithm: MSB radix select that starts at the highest bit where the keys differ (their
 //   common prefix is skipped, so the histogram, 2048 bins unless kBins says fewer, spreads
 //   even for keys packed within a few ulps), with per-warp aggregation of equal bins (__match_any_sync); once the
@@ -84,6 +84,23 @@ struct RadixSelect {
   // The need-th largest of keys[0, n) (unique, 1 <= need <= n). Entered and left by the
   // whole group; keys are only read.
   __device__ static uint64_t kth(Storage& s, const uint64_t* keys, uint32_t n, uint32_t need, int tid) {
+    return select<false>(s, keys, n, need, need, tid);
+  }
+
+  // A key f <= the need-th largest such that need <= #(keys >= f) <= max_keep: the lower edge
+  // of the first digit bin (from the top) that holds the need-th key once the keys at or
+  // above that edge are few enough, else the need-th key itself. Keeping the keys >= f keeps
+  // every key of the top need, usually after one histogram pass instead of kth's several.
+  __device__ static uint64_t floor_of_kth(Storage& s, const uint64_t* keys, uint32_t n, uint32_t need,
+                                          uint32_t max_keep, int tid) {
+    return select<true>(s, keys, n, need, max_keep, tid);
+  }
+
+ private:
+  template <bool kFloor>
+  __device__ __forceinline__ static uint64_t select(Storage& s, const uint64_t* keys, uint32_t n, uint32_t need, uint32_t max_keep,
+                                    int tid) {
+    const uint32_t need0 = need;
     const int rounds = int((n + kThreads - 1) / kThreads);
     const int lane = tid & 31;
     // Common prefix of all keys: radix digits start below it.
@@ -159,11 +176,15 @@ struct RadixSelect {
       need = s.sel_need;
       const uint32_t in_bin = s.sel_count;
       Sync::sync();  // sel_* and warp_sums read before they are rewritten
+      // Keys at or above the bin's lower edge: need0 - need above the bin, in_bin in it.
+      if constexpr (kFloor)
+        if (need0 - need + in_bin <= max_keep) return prefix;
       if (in_bin <= uint32_t(kSelectSmall)) return rank_small(s, keys, n, rounds, prefix, mask, need, tid);
       top = sh - 1;
     }
   }
 
+ public:
   // Keeps, in place, exactly the keys of keys[0, n) that are >= kth; *count becomes their
   // number. Round r reads keys[r kThreads, (r + 1) kThreads) and writes below (r + 1)
   // kThreads, after every read of the round. Entered and left by the whole group.
@@ -183,28 +204,6 @@ struct RadixSelect {
       if (keep) keys[base + __popc(m & ((1u << lane) - 1))] = v;
     }
     Sync::sync();
-  }
-
-  // Sorts keys[0, p) (p a power of two) descending by key (by_rank) or by the low word
-  // (ascending position; 0 entries, the padding, go last either way). Bitonic network.
-  __device__ static void sort_desc(uint64_t* keys, uint32_t p, bool by_rank, int tid) {
-    const uint64_t sel = by_rank ? ~0ull : 0xFFFFFFFFull;
-    for (uint32_t k = 2; k <= p; k <<= 1) {
-      for (uint32_t j = k >> 1; j > 0; j >>= 1) {
-        for (uint32_t i = uint32_t(tid); i < p; i += kThreads) {
-          const uint32_t ixj = i ^ j;
-          if (ixj > i) {
-            const uint64_t a = keys[i], b = keys[ixj];
-            const bool desc = (i & k) == 0;
-            if (desc ? (a & sel) < (b & sel) : (a & sel) > (b & sel)) {
-              keys[i] = b;
-              keys[ixj] = a;
-            }
-          }
-        }
-        Sync::sync();
-      }
-    }
   }
 
  private:
