@@ -105,4 +105,14 @@ inline int32_t fused_vote_interval(int32_t cap, int32_t k, int32_t step_puts, in
   return every;
 }
 
+// Fused operator, sampled start (sm90/sampled_start.h): with N = 256 (steps of one tile of
+// step_puts keys per row) and one split, the tiles sampled first, at most: a multiple of
+// vote_every (the guess takes a vote step) whose appends stay under the vote limit
+// cap - 2 x vote_every x step_puts, so the sample phase never compacts; 0 for no sampling.
+inline int32_t fused_sample_tiles(int32_t cap, int32_t k, int32_t step_puts, int32_t vote_every) {
+  const int64_t limit = int64_t(cap) - 2 * int64_t(vote_every) * step_puts;
+  if (step_puts <= 0 || vote_every <= 0 || limit <= k) return 0;
+  return int32_t(limit / step_puts / vote_every * vote_every);
+}
+
 }  // namespace flashindexer::cuda

@@ -37,6 +37,7 @@
 #include "fused_topk.h"
 #include "paged_scorer.cuh"
 #include "radix_select.cuh"
+#include "sampled_start.h"
 #include "topk_over_logits.h"
 
 namespace flashindexer::sm90 {
@@ -60,6 +61,7 @@ struct SelectState {
   } select;
   uint64_t tau[kRows];    // a row's threshold: only keys above it are appended
   uint32_t count[kRows];  // a row's candidates
+  uint32_t guessed[kRows];  // 1: tau started from the sample's guess (sampled_start.h)
 };
 
 // Offsets from the scorer's (1024-aligned) shared memory: selection state, then the
@@ -77,6 +79,9 @@ struct FusedLayout {
 #endif
 #ifndef FI_FUSED_PUTS
 #define FI_FUSED_PUTS 1  // experiment knob: 0 drops every score (times the scorer alone; wrong results)
+#endif
+#ifndef FI_FUSED_SAMPLE
+#define FI_FUSED_SAMPLE 1  // experiment knob: 0 streams every row in the plain order from tau = 0
 #endif
 #ifndef FI_FUSED_PROFILE
 #define FI_FUSED_PROFILE 0  // experiment knob: 1 sums consumer thread 0's clock64 per phase (fused_topk_profile)
@@ -110,7 +115,14 @@ struct FusedParams {
   int32_t vote_every;  // steps between votes (a power of two): cap >= K + 2 x vote_every x step_puts
   bool by_rank;        // output order
   SplitCandidates ws;  // splits > 1
+  int32_t max_sample;  // tiles sampled first (sampled_start.h); 0: plain order (and in the repair launch)
+  uint32_t* repair;    // [rows] max_sample > 0: kRepair for a row whose guess failed (underfill), else 0 / kGuessHeld
+  bool repair_launch;  // the second launch: only groups with a kRepair row, without sampling
 };
+
+// Per-row flags in the workspace (FusedParams::repair).
+constexpr uint32_t kGuessHeld = 2;  // the guess was used and at least K keys were >= it
+constexpr uint32_t kRepair = 1;     // the guess was above the K-th key: scored again without it
 
 constexpr uint32_t step_puts(int heads, int rows) { return uint32_t(cuda::fused_step_puts(heads, rows)); }
 
@@ -123,6 +135,30 @@ struct SelectSink {
   uint32_t vote_mask;  // vote_every - 1
   uint32_t steps = 0;
   PhaseClock clock;
+
+  // After the sample (step sm.order.sample, a vote step): each own row with enough sample
+  // keys keeps its m best (m = guess_rank) and takes the m-th as tau. The sample phase
+  // appends every score (tau = 0) and never compacts (max_sample x kStepPuts <= the vote
+  // limit), so count[r] is the row's sample size. Warpgroup-wide (N = 256, own rows).
+  template <class Smem>
+  __device__ void guess(Smem& sm, int t) {
+    constexpr int kMine = kRows / 2;
+    const int cw = t >> 7, tw = t & 127, r0 = cw * kMine;
+    WgSync::sync();  // the sample's appends are settled
+    for (int r = r0; r < r0 + kMine; ++r) {
+      const GroupRow& gr = sm.rows[r];
+      const uint32_t n = st.count[r];
+      const int32_t m = guess_rank(k, n, int64_t(gr.end) - gr.start);
+      if (m <= 0) continue;
+      uint64_t* kr = keys + size_t(r) * cap;
+      const uint64_t g = WgSelect::kth(st.select.wg[cw], kr, n, uint32_t(m), tw);
+      if (tw == 0) {
+        st.tau[r] = g;
+        st.guessed[r] = 1;
+      }
+      WgSelect::compact(kr, n, g, &st.count[r], tw);
+    }
+  }
 
   // Between two votes every row gains at most vote_every x kStepPuts keys; the vote keeps
   // that much room free, so appends stay in bounds.
@@ -139,9 +175,16 @@ struct SelectSink {
   // barrier the counts are settled and the same for every thread.
   // kOwnRows: the vote and the compactions involve only the warpgroup that owns the rows.
   template <class Smem>
-  __device__ void step(Smem&, int t) {
+  __device__ void step(Smem& sm, int t) {
     if ((steps++ & vote_mask) != 0) return;
     const long long t0 = clock.now();
+    if constexpr (kOwnRows) {
+      if (steps - 1 == uint32_t(sm.order.sample) && sm.order.sample > 0) {
+        guess(sm, t);
+        clock.add(kProfileVotes, clock.now() - t0);
+        return;
+      }
+    }
     const uint32_t limit = uint32_t(cap) - 2 * (vote_mask + 1) * kStepPuts;
     if constexpr (kOwnRows) {
       constexpr int kMine = kRows / 2;
@@ -231,6 +274,8 @@ __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, const Sme
     if (gr.row < 0) continue;
     if (sink.st.count[r] > uint32_t(f.k)) sink.template compact<Select>(sink.st.select.all, r, t, uint32_t(f.k));
     const uint32_t n = sink.st.count[r];
+    if (f.repair != nullptr && !f.repair_launch && t == 0)
+      f.repair[gr.row] = sink.st.guessed[r] == 0 ? 0u : n < uint32_t(f.k) ? kRepair : kGuessHeld;
     uint64_t* kr = sink.keys + size_t(r) * f.cap;
     if (a.g.splits > 1) {
       const int64_t slot = gr.row * a.g.splits + split;
@@ -277,11 +322,18 @@ __global__ void __launch_bounds__(kScorerThreads, 1)
   const int64_t split = cta % a.g.splits;
   const int64_t c0 = split * a.g.chunk;
   const int64_t c1 = min(c0 + a.g.chunk, a.rows.max_context);
+  if (f.repair_launch) {  // uniform: every thread reads the same flags
+    bool any = false;
+    const int64_t row0 = group * a.g.group_stride, rows = a.rows.rows();
+    for (int r = 0; r < a.g.group_stride && row0 + r < rows; ++r) any |= f.repair[row0 + r] == kRepair;
+    if (!any) return;
+  }
   if (threadIdx.x < kRows) {
     st.tau[threadIdx.x] = 0;
     st.count[threadIdx.x] = 0;
+    st.guessed[threadIdx.x] = 0;
   }
-  Core::setup(a, sm, group, c0, c1);  // ends with a CTA barrier
+  Core::setup(a, sm, group, c0, c1, f.repair_launch ? 0 : f.max_sample);  // ends with a CTA barrier
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
@@ -345,8 +397,17 @@ bool fused_topk_profile(unsigned long long (&out)[kFusedProfileSlots], bool rese
 #endif
 }
 
+namespace {
+// The sampled start needs N = 256 (steps of one tile) and one split (fused_sample_tiles).
+bool samples(const IndexerProblem& p, const cuda::ScorerPlan& plan) {
+  return int64_t(p.queries.num_heads) * plan.rows_per_group == 256;
+}
+size_t repair_flags_bytes(const IndexerProblem& p) { return size_t(p.rows.rows()) * sizeof(uint32_t); }
+}  // namespace
+
 size_t fused_topk_workspace_bytes(const IndexerProblem& p, const cuda::ScorerPlan& plan) {
-  return plan.max_splits > 1 ? SplitCandidates::bytes(p.rows.rows(), plan.max_splits, p.k) : 0;
+  const size_t splits = plan.max_splits > 1 ? SplitCandidates::bytes(p.rows.rows(), plan.max_splits, p.k) : 0;
+  return std::max(splits, samples(p, plan) ? repair_flags_bytes(p) : size_t{0});
 }
 
 cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
@@ -354,6 +415,7 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   const int64_t rows = p.rows.rows();
   if (rows == 0 || args.plan.ctas() == 0) return cudaSuccess;
   const ScorerArgs a = scorer_args(p, args.plan);
+  const int32_t step = cuda::fused_step_puts(p.queries.num_heads, args.plan.rows_per_group);
   FusedParams f;
   f.out = args.out;
   f.k = p.k;
@@ -362,12 +424,22 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   f.ws = args.plan.splits > 1 ? SplitCandidates::in(args.workspace, rows, args.plan.splits, p.k) : SplitCandidates{};
   if (f.cap < fused_topk_min_capacity(p.k, p.queries.num_heads, args.plan.rows_per_group))
     return cudaErrorInvalidConfiguration;
-  f.vote_every = cuda::fused_vote_interval(f.cap, f.k, cuda::fused_step_puts(p.queries.num_heads, args.plan.rows_per_group),
-                                           FI_FUSED_MAX_VOTE_EVERY);
-  const cudaError_t e = with_scorer_shape(p.cache.format, p.queries.num_heads, args.plan.rows_per_group,
-                                          cudaErrorInvalidConfiguration, [&]<CacheFormat kF, int kH, int kR>() {
-                                            return launch<kF, kH, kR>(a, f, stream);
-                                          });
+  f.vote_every = cuda::fused_vote_interval(f.cap, f.k, step, FI_FUSED_MAX_VOTE_EVERY);
+  const bool sampled = FI_FUSED_SAMPLE && args.plan.splits == 1 && samples(p, args.plan);
+  f.max_sample = sampled ? cuda::fused_sample_tiles(f.cap, f.k, step, f.vote_every) : 0;
+  f.repair = f.max_sample > 0 ? static_cast<uint32_t*>(args.workspace) : nullptr;
+  f.repair_launch = false;
+  auto run = [&](const FusedParams& fp) {
+    return with_scorer_shape(p.cache.format, p.queries.num_heads, args.plan.rows_per_group,
+                             cudaErrorInvalidConfiguration,
+                             [&]<CacheFormat kF, int kH, int kR>() { return launch<kF, kH, kR>(a, fp, stream); });
+  };
+  cudaError_t e = run(f);
+  if (e == cudaSuccess && f.max_sample > 0) {  // groups whose guess failed, scored again without it
+    FusedParams r = f;
+    r.repair_launch = true;
+    e = run(r);
+  }
   if (e != cudaSuccess || args.plan.splits <= 1) return e;
   TopKArgs m{nullptr, 0, p.rows, p.cache.pages, p.k, p.order, args.out, args.plan.splits, args.workspace};
   return topk_merge_splits(m, stream);

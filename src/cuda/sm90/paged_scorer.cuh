@@ -9,6 +9,9 @@
 //   *pass* (their union window, masked per row); a group spanning requests takes one pass
 //   per request. Each row is validated in full (window, request, every page its window
 //   touches) before any key is read; a failed row is never scored.
+// Tile order: the pass's tiles in order, unless the fused sink asks for a sampled start
+//   (one pass only): then `sample` tiles spread over the sequence come first
+//   (sampled_start.h). The order changes which tile a step scores, never a score's bits.
 // Algorithm per 64-position tile (tiles 64-aligned, so one tile lies in one page):
 //   acc[64 x N] = K_tile[64 x 128] * Q_group[N x 128]^T, N = R * H, by four FP8 WGMMA
 //   m64nNk32 steps (A: keys, B: query heads, both K-major with the 128-byte swizzle),
@@ -48,6 +51,7 @@
 #include "flashindexer/problem.h"
 #include "fp4_convert.cuh"
 #include "ptx.cuh"
+#include "sampled_start.h"
 #include "score_passes.h"
 #include "wgmma_fp8.cuh"
 
@@ -137,6 +141,7 @@ struct ScorerSmem {
   ScorePass passes[8];
   int32_t num_passes;
   int32_t num_tiles;
+  SampleOrder order;  // the order of the CTA's tiles (plain unless the fused sink samples)
 };
 
 template <int kN, bool kMx>
@@ -191,9 +196,11 @@ struct PagedScorer {
   using Smem = ScorerSmem<kN, kMx>;
 
   // ---------------------------------------------------------------- set-up
-  // Resolves and validates the group's rows, plans the passes, loads Q and weights,
-  // initialises the barriers. All threads; ends with a CTA barrier.
-  __device__ static void setup(const ScorerArgs& a, Smem& sm, int64_t group, int64_t c0, int64_t c1) {
+  // Resolves and validates the group's rows, plans the passes and the tile order (up to
+  // max_sample tiles first when one pass covers the group: sampled_start.h), loads Q and
+  // weights, initialises the barriers. All threads; ends with a CTA barrier.
+  __device__ static void setup(const ScorerArgs& a, Smem& sm, int64_t group, int64_t c0, int64_t c1,
+                               int32_t max_sample = 0) {
     const int tid = threadIdx.x;
     const int64_t total_rows = a.rows.rows();
     const int64_t row0 = group * a.g.group_stride;
@@ -229,7 +236,10 @@ struct PagedScorer {
       gr.nan = 0;
     }
     __syncthreads();
-    if (tid == 0) plan_score_passes<kRows>(sm.rows, c0, c1, sm.passes, &sm.num_passes, &sm.num_tiles);
+    if (tid == 0) {
+      plan_score_passes<kRows>(sm.rows, c0, c1, sm.passes, &sm.num_passes, &sm.num_tiles);
+      sm.order = sm.num_passes == 1 ? SampleOrder::plan(sm.num_tiles, max_sample) : SampleOrder{};
+    }
     load_queries(a, sm);
     ptx::fence_proxy_async_smem();
     __syncthreads();
@@ -290,7 +300,8 @@ struct PagedScorer {
   }
 
   // ---------------------------------------------------------------- tiles
-  // Tile i of the CTA's sequence: its pass, and the first position it covers.
+  // Tile i of the CTA's sequence (i = sm.order.tile(step)): its pass, and the first
+  // position it covers.
   __device__ static int pass_of(const Smem& sm, int i) {
     int p = 0;
     while (p + 1 < sm.num_passes && sm.passes[p + 1].tile_begin <= i) ++p;
@@ -301,10 +312,11 @@ struct PagedScorer {
   }
 
   // ---------------------------------------------------------------- producer
-  // Physical page of tile i (the tile lies in one page, which the row checks validated:
-  // the pass's union window touches it); -1 past the last tile.
-  __device__ static int64_t tile_page(const ScorerArgs& a, const Smem& sm, int i) {
-    if (i >= sm.num_tiles) return -1;
+  // Physical page of the tile of step j (the tile lies in one page, which the row checks
+  // validated: the pass's union window touches it); -1 past the last step.
+  __device__ static int64_t tile_page(const ScorerArgs& a, const Smem& sm, int j) {
+    if (j >= sm.num_tiles) return -1;
+    const int i = sm.order.tile(j);
     const int p = pass_of(sm, i);
     const PageMap& pm = a.cache.pages;
     const int64_t index = tile_first(sm, p, i) / pm.page_size;
@@ -330,12 +342,13 @@ struct PagedScorer {
     }
   };
 
-  // Tile i's key values and scales in global memory.
+  // The key values and scales of step j's tile in global memory.
   struct TileSource {
     const uint8_t* values;  // [64, 128 | 64] bytes
     const uint8_t* scales;  // [64] fp32 | [64, 4] UE8M0
   };
-  __device__ static TileSource tile_source(const ScorerArgs& a, const Smem& sm, int i, int64_t page) {
+  __device__ static TileSource tile_source(const ScorerArgs& a, const Smem& sm, int j, int64_t page) {
+    const int i = sm.order.tile(j);
     const int64_t ps = a.cache.pages.page_size;
     const int64_t token0 = tile_first(sm, pass_of(sm, i), i) % ps;
     constexpr int kValueBytes = kMx ? 64 : 128;
@@ -580,6 +593,7 @@ struct PagedScorer {
     load_weights(sm, col0, wr);
     PassCursor pass(sm);
     const int num_tiles = sm.num_tiles;
+    const SampleOrder order = sm.order;
     const int first = kShareTiles ? 0 : cw, step = kShareTiles ? 1 : 2;
     // Lockstep: every consumer thread runs the same number of steps (with N <= 128 the
     // second warpgroup skips a missing last tile of an odd count but still steps).
@@ -607,11 +621,12 @@ struct PagedScorer {
       } else {
         add_head_sums<false>(acc, wr, false, false, s);
       }
-      pass.seek(sm, i);
+      const int tile = order.tile(i);  // sampled orders have one pass: seek needs no monotone order
+      pass.seek(sm, tile);
       float out[kOut];
       quad_reduce_scatter(s, x, out);
       const float ks = (x & 1) ? ks1 : ks0;
-      const int64_t pos = pass.tile_first(i) + m;
+      const int64_t pos = pass.tile_first(tile) + m;
 #pragma unroll
       for (int w = 0; w < kOut; ++w) {
         if (((pass.mask >> r_of[w]) & 1) && pos >= start[w] && pos < end[w]) {
