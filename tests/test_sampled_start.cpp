@@ -16,10 +16,10 @@ using flashindexer::sm90::guess_rank;
 using flashindexer::sm90::SampleOrder;
 
 TEST(SampledStart, OrderIsAPermutationWithTheSampleFirst) {
-  for (int32_t tiles : {1, 7, 48, 191, 192, 193, 1000, 1024, 3072, 4099})
+  for (int32_t tiles : {1, 7, 48, 191, 192, 193, 1000, 1024, 3072, 4099, 65536, 65537})
     for (int32_t max_sample : {0, 1, 28, 48, 50}) {
       const SampleOrder o = SampleOrder::plan(tiles, max_sample);
-      if (tiles < 4 * max_sample || max_sample == 0) {
+      if (tiles < 4 * max_sample || max_sample == 0 || tiles > 65536) {
         EXPECT_EQ(o.sample, 0) << tiles << " " << max_sample;
       } else {
         EXPECT_EQ(o.sample, max_sample);

@@ -190,28 +190,46 @@ TEST(GpuFused, KOrdersAndShapes) {
   }
 }
 
-// The sampled start (src/cuda/sm90/sampled_start.h) on one group of 4 long rows: on
-// Gaussian rows the guess holds; when the sample tiles' keys score 1024x higher than every
-// other position (their fp8 token scales raised), the m-th best sample key is above the
-// row's K-th key, the row underfills, and the repair launch scores the group again
-// without the guess. Exact either way; the workspace's per-row flags (the first rows x 4
-// bytes: 2 = guess held, 1 = repaired) show which path ran.
+// The sampled start (src/cuda/sm90/sampled_start.h) needs one split per group, so enough
+// groups to fill the GPU twice: 2 x SMs decode requests with next_n = 4 (groups of 4 rows,
+// N = 256), all reading the same pages with the same length (so every CTA samples the
+// same tiles), each with queries of its own. On Gaussian rows the guess holds; when the
+// sample tiles' keys score 1024x higher than every other position (their fp8 token scales
+// raised), the m-th best sample key is above each row's K-th key, the rows underfill, and
+// the repair launch scores the groups again without the guess. Exact either way; the
+// workspace's per-row flags (its first rows x 4 bytes: 2 = guess held, 1 = repaired)
+// show which path ran.
 void expect_sampled_start(bool boost, int32_t context) {
-  int optin = 0;
+  int optin = 0, sms = 0;
   GPU_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
-  constexpr int32_t kK = 2048;
-  const int32_t cap = sm90::fused_topk_capacity(CacheFormat::kFp8E4M3, 64, 4, size_t(optin));
+  GPU_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  constexpr int32_t kK = 2048, kNextN = 4;
+  const int32_t requests = 2 * sms;
+  SyntheticSpec s = spec(CacheFormat::kFp8E4M3, Generator::kGaussian, 0, 1, context, kK, 90 + boost);
+  s.form = RowForm::kDecode;
+  s.next_n = kNextN;
+  HostProblem h = make(s);
+  const HostProblem queries =
+      make(spec(CacheFormat::kFp8E4M3, Generator::kGaussian, int64_t(requests) * kNextN, 1, 64, kK, 190 + boost));
+  ASSERT_EQ(h.page_size, 64);
+  ASSERT_EQ(h.num_requests, 1);
+  const std::vector<int32_t> table = h.page_table;
+  for (int32_t b = 1; b < requests; ++b) h.page_table.insert(h.page_table.end(), table.begin(), table.end());
+  h.num_requests = requests;
+  h.context_lens.assign(size_t(requests), h.context_lens[0]);
+  h.q = queries.q;
+  h.weights = queries.weights;
+
+  const int32_t len = h.context_lens[0];
+  const int32_t cap = sm90::fused_topk_capacity(CacheFormat::kFp8E4M3, 64, kNextN, size_t(optin));
   const int32_t every = flashindexer::cuda::fused_vote_interval(cap, kK, 64);
   const sm90::SampleOrder order =
-      sm90::SampleOrder::plan((context + 63) / 64, flashindexer::cuda::fused_sample_tiles(cap, kK, 64, every));
-  ASSERT_GT(order.sample, 0) << "cap " << cap << ", context " << context;
-  HostProblem h = make(spec(CacheFormat::kFp8E4M3, Generator::kGaussian, 4, 1, context, kK, 90 + boost));
-  ASSERT_EQ(h.page_size, 64);
+      sm90::SampleOrder::plan((len + 63) / 64, flashindexer::cuda::fused_sample_tiles(cap, kK, 64, every));
+  ASSERT_GT(order.sample, 0) << "cap " << cap << ", length " << len;
   if (boost)
     for (int32_t j = 0; j < order.sample; ++j)
-      for (int64_t pos = int64_t(order.tile(j)) * 64; pos < std::min<int64_t>(order.tile(j) * 64 + 64, context); ++pos) {
-        uint8_t* scale =
-            h.pool.data() + int64_t(h.page_table[size_t(pos / 64)]) * h.page_stride + 64 * 128 + (pos % 64) * 4;
+      for (int64_t pos = int64_t(order.tile(j)) * 64; pos < std::min<int64_t>(order.tile(j) * 64 + 64, len); ++pos) {
+        uint8_t* scale = h.pool.data() + int64_t(table[size_t(pos / 64)]) * h.page_stride + 64 * 128 + (pos % 64) * 4;
         float v;
         std::memcpy(&v, scale, 4);
         v *= 1024.0f;
@@ -219,18 +237,21 @@ void expect_sampled_start(bool boost, int32_t context) {
       }
   DeviceProblem d(h);
   FusedRun f(d.p);
-  ASSERT_GE(f.ws.n, 4 * sizeof(uint32_t));
+  const int64_t rows = h.rows();
+  ASSERT_GE(f.ws.n, size_t(rows) * sizeof(uint32_t));
   const Status st = f.run(d.p);
   ASSERT_TRUE(st.is_ok()) << st.to_string();
   GPU_CHECK(cudaDeviceSynchronize());
   const std::vector<uint8_t> ws = f.ws.to_host();
-  for (int r = 0; r < 4; ++r) {
+  int64_t wrong = 0;
+  for (int64_t r = 0; r < rows; ++r) {
     uint32_t flag;
     std::memcpy(&flag, ws.data() + 4 * r, 4);
-    EXPECT_EQ(flag, boost ? 1u : 2u) << (boost ? "boosted sample: repaired" : "gaussian: guess held") << ", row " << r;
+    wrong += flag != (boost ? 1u : 2u);
   }
+  EXPECT_EQ(wrong, 0) << (boost ? "boosted sample: rows not repaired" : "gaussian: rows whose guess did not hold");
   const HostResults fused = f.out.host();
-  EXPECT_EQ(long_rows(fused), 4);
+  EXPECT_EQ(long_rows(fused), rows);
   const DenseThenTopK dense = gpu_dense_then_topk(d.p);
   EXPECT_EQ(first_difference(dense.results, fused), "") << "boost " << boost << ": fused vs GPU dense + GPU TopK";
   EXPECT_EQ(first_difference(cpu_topk_of(h, dense.logits), fused), "") << "boost " << boost << ": vs CPU TopK";
@@ -238,7 +259,7 @@ void expect_sampled_start(bool boost, int32_t context) {
 
 TEST(GpuFused, SampledGuessHoldsOrIsRepaired) {
   SKIP_WITHOUT_GPU();
-  for (const bool boost : {false, true}) expect_sampled_start(boost, 40000);
+  for (const bool boost : {false, true}) expect_sampled_start(boost, 32768);
 }
 
 // Decode rows, next_n 1..4: few requests split over many CTAs, exact merge on the GPU.
@@ -408,7 +429,12 @@ TEST(GpuFused, SanitizerSmallCases) {
   s.form = RowForm::kDecode;
   s.next_n = 2;
   expect_fused_exact(make(s), "sanitizer fp8 decode split");
-  expect_sampled_start(true, 12800);  // the sampled start, its guess failing, and the repair launch
+}
+
+// memcheck only (tools/device.sh): the sampled start, its guess failing, and the repair launch.
+TEST(GpuFused, SanitizerSampledStart) {
+  SKIP_WITHOUT_GPU();
+  expect_sampled_start(true, 24576);
 }
 
 }  // namespace

@@ -604,6 +604,7 @@ struct PagedScorer {
         if (i >= num_tiles) continue;
       }
       const int stage = i % kStages;
+      const int tile = order.tile(i);
       // mxfp4: the producer fenced its converted tile before the full barrier.
       ptx::mbar_wait(&sm.full[stage], (i / kStages) & 1);
       if constexpr (!kMx) ptx::fence_proxy_async_smem();  // cp.async (generic proxy) bytes -> WGMMA (async proxy)
@@ -621,8 +622,7 @@ struct PagedScorer {
       } else {
         add_head_sums<false>(acc, wr, false, false, s);
       }
-      const int tile = order.tile(i);  // sampled orders have one pass: seek needs no monotone order
-      pass.seek(sm, tile);
+      pass.seek(sm, tile);  // sampled orders have one pass: seek needs no monotone order
       float out[kOut];
       quad_reduce_scatter(s, x, out);
       const float ks = (x & 1) ? ks1 : ks0;

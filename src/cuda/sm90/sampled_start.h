@@ -21,23 +21,29 @@ namespace flashindexer::sm90 {
 struct SampleOrder {
   int32_t sample = 0;  // tiles visited first (0: the plain order)
   int32_t stride = 1;  // sample j is tile j * stride
+  uint32_t magic = 0;  // ceil(2^32 / (stride - 1)): u / (stride - 1) by a multiply-high
 
   // The order for a CTA of num_tiles tiles, sampling up to max_sample tiles: none unless
-  // every sample tile stands for at least 4 tiles.
+  // every sample tile stands for at least 4 tiles (and num_tiles <= 65,536, where the
+  // multiply-high division is exact: u (stride - 1) < 2^32).
   FI_HD static SampleOrder plan(int32_t num_tiles, int32_t max_sample) {
     SampleOrder o;
-    if (max_sample <= 0 || num_tiles < 4 * max_sample) return o;
+    if (max_sample <= 0 || num_tiles < 4 * max_sample || num_tiles > 65536) return o;
     o.sample = max_sample;
     o.stride = num_tiles / max_sample;
+    o.magic = uint32_t(((uint64_t{1} << 32) + uint64_t(o.stride - 2)) / uint64_t(o.stride - 1));
     return o;
   }
 
-  // The tile visited at step i of [0, num_tiles): a bijection.
+  // The tile visited at step i of [0, num_tiles): a bijection. Per step a compare or two
+  // and a multiply-high (the producer maps every tile it copies, the consumers every tile
+  // they score).
   FI_HD int32_t tile(int32_t i) const {
     if (i < sample) return i * stride;
-    const int32_t u = i - sample, per = stride - 1;  // per: tiles of a block that are no sample
-    if (u < sample * per) return (u / per) * stride + u % per + 1;
-    return u + sample;
+    const uint32_t u = uint32_t(i - sample), per = uint32_t(stride - 1);  // per: non-sample tiles of a block
+    if (u >= uint32_t(sample) * per) return i;  // past the sampled blocks: u + sample
+    const uint32_t b = uint32_t((uint64_t(u) * magic) >> 32);
+    return int32_t(b * uint32_t(stride) + (u - b * per) + 1);
   }
 };
 
