@@ -195,7 +195,8 @@ TEST(GpuFused, KOrdersAndShapes) {
 // N = 256), all reading the same pages with the same length (so every CTA samples the
 // same tiles), each with queries of its own. On Gaussian rows the guess holds; when the
 // sample tiles' keys score 1024x higher than every other position (their fp8 token scales
-// raised), the m-th best sample key is above each row's K-th key, the rows underfill, and
+// raised; positive weights, so no score is negative), the m-th best sample key is above
+// each row's K-th key, the rows underfill, and
 // the repair launch scores the groups again without the guess. Exact either way; the
 // workspace's per-row flags (its first rows x 4 bytes: 2 = guess held, 1 = repaired)
 // show which path ran.
@@ -219,6 +220,8 @@ void expect_sampled_start(bool boost, int32_t context) {
   h.context_lens.assign(size_t(requests), h.context_lens[0]);
   h.q = queries.q;
   h.weights = queries.weights;
+  ASSERT_EQ(h.weight_type, WeightType::kF32);
+  for (size_t i = 3; i < h.weights.size(); i += 4) h.weights[i] &= 0x7F;  // |w|: scores >= 0, so the boost raises them
 
   const int32_t len = h.context_lens[0];
   const int32_t cap = sm90::fused_topk_capacity(CacheFormat::kFp8E4M3, 64, kNextN, size_t(optin));
