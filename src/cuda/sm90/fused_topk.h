@@ -14,7 +14,7 @@ struct FusedTopKArgs {
   const IndexerProblem* problem;
   TopKOutputs out;
   cuda::ScorerPlan plan;      // the dense-logits operator's plan: the same scores, bit for bit
-  void* workspace;            // plan.splits > 1: fused_topk_workspace_bytes()
+  void* workspace;            // fused_topk_workspace_bytes()
   size_t smem_limit;          // the device's opt-in shared memory per block
 };
 
@@ -23,12 +23,13 @@ struct FusedTopKArgs {
 int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_group, size_t smem_limit);
 
 // The least capacity that K needs with this group shape: room for K plus two steps of
-// appends, and for the final sort (a power of two >= K).
+// appends, and for the final sort (a power of two >= K, 512 at least).
 int32_t fused_topk_min_capacity(int32_t k, int32_t heads, int32_t rows_per_group);
 
 // Caller-owned scratch: room for the splits' local top K (rows x plan.max_splits x K rank
-// keys) when rows can be split, else 0. Independent of max_context: plan_scorer bounds the
-// splits by the SM count over the groups.
+// keys) when rows can be split, and the sampled start's repair flags (rows x 4 bytes) when
+// the groups have 256 query columns; the larger of the two (one split uses the flags, several
+// the keys). Independent of max_context: plan_scorer bounds the splits by the SM count.
 size_t fused_topk_workspace_bytes(const IndexerProblem& p, const cuda::ScorerPlan& plan);
 
 // Builds with -DFI_FUSED_PROFILE=1 (an experiment knob): per-phase sums of consumer thread
