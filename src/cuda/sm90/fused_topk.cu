@@ -272,7 +272,11 @@ __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, const Sme
   for (int r = 0; r < kRows; ++r) {
     const GroupRow gr = sm.rows[r];
     if (gr.row < 0) continue;
-    if (sink.st.count[r] > uint32_t(f.k)) sink.template compact<Select>(sink.st.select.all, r, t, uint32_t(f.k));
+    // Exactly min(K, n) keys. Many more than K (a decode split whose chunk fit the buffer
+    // whole): first a one-pass floor to K and a few, so the exact pass reads ~K keys, not n.
+    const uint32_t k = uint32_t(f.k);
+    if (sink.st.count[r] > 2 * k) sink.template compact<Select>(sink.st.select.all, r, t, k + k / 8);
+    if (sink.st.count[r] > k) sink.template compact<Select>(sink.st.select.all, r, t, k);
     const uint32_t n = sink.st.count[r];
     if (f.repair != nullptr && !f.repair_launch && t == 0)
       f.repair[gr.row] = sink.st.guessed[r] == 0 ? 0u : n < uint32_t(f.k) ? kRepair : kGuessHeld;
