@@ -1,4 +1,5 @@
 // Problem files (CONTRACT §7): write, read back, replay; malformed files fail cleanly.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -98,10 +99,11 @@ std::vector<uint8_t> with_header(const std::vector<uint8_t>& file, const nlohman
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | file[size_t(i)];
   const std::string text = header.dump();
-  std::vector<uint8_t> out(8);
+  const size_t data = file.size() - 8 - size_t(n);
+  std::vector<uint8_t> out(8 + text.size() + data);  // sized once: GCC 12 warns on growing inserts
   for (int i = 0; i < 8; ++i) out[size_t(i)] = uint8_t(uint64_t(text.size()) >> (8 * i));
-  out.insert(out.end(), text.begin(), text.end());
-  out.insert(out.end(), file.begin() + 8 + int64_t(n), file.end());
+  std::copy(text.begin(), text.end(), out.begin() + 8);
+  std::copy(file.begin() + 8 + int64_t(n), file.end(), out.begin() + 8 + int64_t(text.size()));
   return out;
 }
 
