@@ -3,7 +3,7 @@
 # variant (docs/perf.md, "Leads"), checks each quickly against the oracle and times
 # `flashindexer bench` for each. Everything that comes back is under $OUT:
 # variants.txt (summary) and variants.jsonl (bench lines tagged with "variant").
-#   usage: [POINTS="bench points"] [TESTS=gtest-filter] tools/scorer_variants.sh ["name=NVCC FLAGS" ...]
+#   usage: [POINTS="bench points"] [TESTS=gtest-filter|none] tools/scorer_variants.sh ["name=NVCC FLAGS" ...]
 #   (default: the perf.md leads of the scorer; the fused operator's knobs work the same way)
 # Needs .deps/ carried (tools/device_deps.sh). About 2 minutes for three variants (builds in
 # parallel), 4 for five; the quick tests include 20 reruns, and a hang ends at its timeout.
@@ -23,6 +23,9 @@ if [ ${#variants[@]} -eq 0 ]; then
 fi
 # Bench points per variant (each prints both accuracy modes); the worst prefill and decode.
 points=${POINTS:-"v32_prefill_8192_c65536 v4-pro_decode_b64_n1_c65536"}
+# TESTS=none: timing only (no test binary built or run; for knobs that give wrong scores).
+targets=flashindexer_tests
+[ "${TESTS:-}" = none ] && targets=
 jobs=$(( $(nproc) / ${#variants[@]} ))
 [ "$jobs" -lt 2 ] && jobs=2
 for v in "${variants[@]}"; do  # builds in parallel
@@ -30,7 +33,7 @@ for v in "${variants[@]}"; do  # builds in parallel
   ( cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHINDEXER_CUDA=ON -DCMAKE_CUDA_FLAGS="$flags" \
       -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" -DFLASHINDEXER_GTEST_SOURCE="$PWD/.deps/usr/src/googletest" \
       > "$LOGS/configure_$name.log" 2>&1 &&
-    cmake --build "$dir" -j "$jobs" --target flashindexer_cli flashindexer_tests > "$LOGS/build_$name.log" 2>&1
+    cmake --build "$dir" -j "$jobs" --target flashindexer_cli $targets > "$LOGS/build_$name.log" 2>&1
   ) || echo "$name: build failed: $(grep -m3 error "$LOGS/build_$name.log")" &
 done
 wait
@@ -43,8 +46,12 @@ for v in "${variants[@]}"; do
   # rows are the stress case); its worst |err| / M lines are kept in the summary. Ping-pong
   # and sleeps change no bits.
   case $name in *halves) filter="$filter:GpuScorer.MatchesOracleOnEveryGenerator" ;; esac
-  timeout 200 "$dir/tests/flashindexer_tests" --gtest_filter="$filter" > "$LOGS/tests_$name.log" 2>&1 \
-    && tests=passed || tests=FAILED
+  if [ -z "$targets" ]; then
+    tests=skipped; : > "$LOGS/tests_$name.log"
+  else
+    timeout 200 "$dir/tests/flashindexer_tests" --gtest_filter="$filter" > "$LOGS/tests_$name.log" 2>&1 \
+      && tests=passed || tests=FAILED
+  fi
   : > "$LOGS/bench_$name.jsonl"
   for pt in $points; do
     timeout 100 "$dir/flashindexer" bench --json --only "$pt" >> "$LOGS/bench_$name.jsonl" 2>> "$LOGS/bench_$name.err"

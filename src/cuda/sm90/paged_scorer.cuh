@@ -168,6 +168,19 @@ __device__ __forceinline__ float load_weight(const Queries& q, int64_t row, int 
 #define FI_SCORER_CONSUMER_REGS 208
 #endif
 inline constexpr int kLaunchRegs = 168;
+// Timing-only experiment knobs (wrong scores; docs/perf.md, "What bounds the consumer"):
+// FI_SCORER_MMA=0 skips the tile's MMAs (the epilogue runs on zeros), FI_SCORER_EPILOGUE=0
+// skips the head sums (each score is one accumulator), FI_SCORER_CONSUMER_FENCE=0 skips the
+// fp8 consumers' proxy fence (a race in principle). Default 1: the real kernel.
+#ifndef FI_SCORER_MMA
+#define FI_SCORER_MMA 1
+#endif
+#ifndef FI_SCORER_EPILOGUE
+#define FI_SCORER_EPILOGUE 1
+#endif
+#ifndef FI_SCORER_CONSUMER_FENCE
+#define FI_SCORER_CONSUMER_FENCE 1
+#endif
 inline constexpr int kConsumerRegs = FI_SCORER_CONSUMER_REGS;
 inline constexpr int kProducerRegs = ((kScorerThreads * kLaunchRegs - 256 * kConsumerRegs) / 128) & ~7;
 static_assert(kProducerRegs >= 24 && 128 * kProducerRegs + 256 * kConsumerRegs <= kScorerThreads * kLaunchRegs,
@@ -469,6 +482,10 @@ struct PagedScorer {
   // partial. kReduced: one chain of four steps (2e-3 * M).
   __device__ static void mma_tile(float (&acc)[kNw / 2], float (&part)[kNw / 2], uint64_t desc_k,
                                   uint64_t desc_q) {
+    if constexpr (FI_SCORER_MMA == 0) {
+      ptx::fence_registers(acc);  // opaque values: the epilogue is not folded away
+      return;
+    }
     if constexpr (kAccuracy == ScoreAccuracy::kReduced) {
       ptx::fence_registers(acc);
       ptx::wgmma_fence();
@@ -607,7 +624,7 @@ struct PagedScorer {
       const int tile = order.tile(i);
       // mxfp4: the producer fenced its converted tile before the full barrier.
       ptx::mbar_wait(&sm.full[stage], (i / kStages) & 1);
-      if constexpr (!kMx) ptx::fence_proxy_async_smem();  // cp.async (generic proxy) bytes -> WGMMA (async proxy)
+      if constexpr (!kMx && FI_SCORER_CONSUMER_FENCE != 0) ptx::fence_proxy_async_smem();  // cp.async (generic proxy) bytes -> WGMMA (async proxy)
       const float ks0 = sm.kscale[stage][m0];
       const float ks1 = sm.kscale[stage][m1];
       const uint64_t desc_k = ptx::smem_desc_sw128(sm.k[stage]);
@@ -617,7 +634,10 @@ struct PagedScorer {
       for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = 0.0f;
       mma_tile(acc, part, desc_k, desc_q);
       ptx::mbar_arrive(&sm.empty[stage]);
-      if (neg) {
+      if constexpr (FI_SCORER_EPILOGUE == 0) {
+#pragma unroll
+        for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = acc[r];
+      } else if (neg) {
         add_head_sums<true>(acc, wr, ks0 < 0.0f, ks1 < 0.0f, s);
       } else {
         add_head_sums<false>(acc, wr, false, false, s);
