@@ -3,8 +3,10 @@
 # variant (docs/perf.md, "Leads"), checks each quickly against the oracle and times
 # `flashindexer bench` for each. Everything that comes back is under $OUT:
 # variants.txt (summary) and variants.jsonl (bench lines tagged with "variant").
-#   usage: [POINTS="bench points"] [TESTS=gtest-filter|none] tools/scorer_variants.sh ["name=NVCC FLAGS" ...]
+#   usage: [POINTS="bench points"] [TESTS=gtest-filter|none] tools/scorer_variants.sh ["name[@PATCH]=NVCC FLAGS" ...]
 #   (default: the perf.md leads of the scorer; the fused operator's knobs work the same way)
+#   name@tools/experiments/x.patch=FLAGS builds a copy of the tree with that patch applied:
+#   experiments too large for a knob stay out of the sources (tools/experiments/README.md).
 # Needs .deps/ carried (tools/device_deps.sh). About 2 minutes for three variants (builds in
 # parallel), 4 for five; the quick tests include 20 reruns, and a hang ends at its timeout.
 # Variants that could change the sums (halves) get the full oracle suite and need the whole
@@ -28,9 +30,21 @@ targets=flashindexer_tests
 [ "${TESTS:-}" = none ] && targets=
 jobs=$(( $(nproc) / ${#variants[@]} ))
 [ "$jobs" -lt 2 ] && jobs=2
-for v in "${variants[@]}"; do  # builds in parallel
-  name=${v%%=*} flags=${v#*=} dir=build/variant_${v%%=*}
-  ( cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHINDEXER_CUDA=ON -DCMAKE_CUDA_FLAGS="$flags" \
+# Variant v -> name, flags, the build folder and the source tree (a patched copy for name@PATCH).
+spec_of() {
+  spec=${1%%=*} flags=${1#*=}; name=${spec%%@*} dir=build/variant_${spec%%@*} src=.
+  if [ "$spec" != "$name" ]; then src=$LOGS/src_$name; fi
+}
+for v in "${variants[@]}"; do  # patched copies first, then the builds in parallel
+  spec_of "$v"
+  if [ "$src" != . ]; then
+    rm -rf "$src" && mkdir -p "$src" && cp -r CMakeLists.txt include src tests bench tools "$src"/ &&
+      patch -s -d "$src" -p1 < "${spec#*@}" || { echo "$name: patch ${spec#*@} failed"; exit 1; }
+  fi
+done
+for v in "${variants[@]}"; do
+  spec_of "$v"
+  ( cmake -S "$src" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHINDEXER_CUDA=ON -DCMAKE_CUDA_FLAGS="$flags" \
       -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" -DFLASHINDEXER_GTEST_SOURCE="$PWD/.deps/usr/src/googletest" \
       > "$LOGS/configure_$name.log" 2>&1 &&
     cmake --build "$dir" -j "$jobs" --target flashindexer_cli $targets > "$LOGS/build_$name.log" 2>&1
@@ -39,7 +53,7 @@ done
 wait
 : > "$OUT/variants.jsonl"
 for v in "${variants[@]}"; do
-  name=${v%%=*} flags=${v#*=} dir=build/variant_${v%%=*}
+  spec_of "$v"
   [ -x "$dir/flashindexer" ] || continue
   filter=${TESTS:-'GpuScorer.SanitizerSmallCases:GpuScorer.ConstantCaseIsExact:GpuScorer.TwentyRerunsBitIdentical:GpuScorer.FailingRowsFailClosed'}
   # A variant that changes the arithmetic gets the oracle on every generator (structured fp8
