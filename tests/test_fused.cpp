@@ -78,6 +78,52 @@ TEST_P(EveryGenerator, ScoresWithinContractOfTheFp64Oracle) {
 
 INSTANTIATE_TEST_SUITE_P(Generators, EveryGenerator, ::testing::ValuesIn(all_cases()), name_of);
 
+// wide_range is built to catch an accumulator that drops small products beside a large one
+// (docs/perf.md): in every 32-element block of a scored fp8 cell with a positive dominant
+// element, one product is 448^2 and the 31 others are positive and below 2^-13 of it, and
+// those 31 weigh more than 10 x 2e-4 of M, so losing them breaks CONTRACT §4 tenfold.
+TEST(Generators, WideRangeHidesContractBreakingSmallProducts) {
+  SyntheticSpec s = small_spec(Generator::kWideRange, CacheFormat::kFp8E4M3);
+  s.rows = 3;
+  s.context = 200;
+  const HostProblem p = make(s);
+  const IndexerProblem v = p.view();
+  const Queries& q = v.queries;
+  const PageMap& pm = v.cache.pages;
+  int64_t dominant = 0, checked = 0;
+  for (int64_t r = 0; r < p.rows(); ++r) {
+    const oracle::Window w = oracle::window(v.rows, r);
+    for (int64_t c = w.start; c < w.end; ++c) {
+      const int64_t idx = c / pm.page_size, tok = c % pm.page_size;
+      const int64_t page = pm.table ? pm.table[int64_t{w.request} * pm.table_row_stride + idx] : idx;
+      const uint8_t* kv = static_cast<const uint8_t*>(v.cache.pool) + page * v.cache.page_stride + tok * 128;
+      ++checked;
+      if (oracle::e4m3(kv[0]) < 0) continue;  // a negative dominant element: relu gives 0
+      ++dominant;
+      double small = 0, big = 0;
+      for (int h = 0; h < q.num_heads; ++h) {
+        const auto* qv = static_cast<const uint8_t*>(q.q) + r * q.q_row_stride + h * q.q_head_stride;
+        for (int d = 0; d < 128; ++d) {
+          const double prod = oracle::e4m3(qv[d]) * oracle::e4m3(kv[d]);
+          if (d % 32 == 0) {
+            ASSERT_EQ(prod, 448.0 * 448.0) << r << "," << c << " head " << h;
+            big += prod;
+          } else {
+            ASSERT_GT(prod, 0.0) << r << "," << c;
+            ASSERT_LT(prod, 448.0 * 448.0 * 0x1p-13) << r << "," << c << " d " << d;
+            small += prod;
+          }
+        }
+      }
+      // The weights are |w| and the key scale is common to every product, so the share of
+      // the small products in M is this ratio of sums.
+      EXPECT_GT(small / (big + small), 10 * 2e-4) << r << "," << c;
+    }
+  }
+  EXPECT_GT(checked, 100);
+  EXPECT_GT(dominant, checked / 2);
+}
+
 TEST(Fused, ProductionTopKsOnLongRows) {
   for (int32_t k : {512, 1024, 2048, 5}) {
     SyntheticSpec s = small_spec(Generator::kStructured);

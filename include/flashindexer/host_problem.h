@@ -85,10 +85,12 @@ enum class Generator : int {
   kAscending,     // scores non-decreasing along the position
   kDescending,    // scores non-increasing along the position
   kSpecials,      // +-0, +-inf, NaN through weights and NaN keys
+  kWideRange,     // fp8: per 32-element block one dominant product and 31 below 2^-13 of it
 };
 inline constexpr Generator kAllGenerators[] = {
-    Generator::kGaussian, Generator::kStructured, Generator::kPlateau,    Generator::kTies,
-    Generator::kUlp,      Generator::kAscending,  Generator::kDescending, Generator::kSpecials};
+    Generator::kGaussian,   Generator::kStructured, Generator::kPlateau,
+    Generator::kTies,       Generator::kUlp,        Generator::kAscending,
+    Generator::kDescending, Generator::kSpecials,   Generator::kWideRange};
 const char* to_string(Generator g);
 bool parse_generator(const std::string& name, Generator* out);
 

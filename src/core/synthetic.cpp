@@ -121,6 +121,19 @@ void make_key(const SyntheticSpec& spec, int32_t b, int64_t s, int64_t ctx, Key&
       }
       return;
     }
+    case Generator::kWideRange: {
+      // Each 32-element block (one k32 step of an FP8 MMA): element 0 dominant (448 times
+      // the token scale, positive for 3 positions in 4), the 31 others small and positive
+      // (3.5 or 3.75). With the queries below, each block holds one product of 448^2 and 31
+      // of at most 15, under 2^-13 of it: exact sums keep them, an accumulator that
+      // aligns a block's products to the largest and keeps 13 fraction bits drops them
+      // (2.3e-3 * M). The token scale varies, so do the scores.
+      const float c = 0.5f + static_cast<float>(rng.uniform());
+      const float sign = rng.next() % 4 == 0 ? -1.0f : 1.0f;
+      for (int d = 0; d < kHeadDim; ++d)
+        key.v[d] = c * (d % 32 == 0 ? sign * 448.0f : (rng.next() & 1 ? 3.75f : 3.5f));
+      return;
+    }
     case Generator::kSpecials: {
       const uint64_t h = rng.next();
       if (h % 8 == 0) {
@@ -166,6 +179,10 @@ void make_query(const SyntheticSpec& spec, int64_t r, int32_t b, float* q, float
       for (int h = 0; h < H; ++h) w[h] = std::fabs(w[h]);
       return;
     }
+    case Generator::kWideRange:  // see make_key: 448 at each block's element 0, 4 elsewhere
+      for (int i = 0; i < H * kHeadDim; ++i) q[i] = i % 32 == 0 ? 448.0f : 4.0f;
+      for (int h = 0; h < H; ++h) w[h] = std::fabs(w[h]);
+      return;
     case Generator::kPlateau:
     case Generator::kAscending:
     case Generator::kDescending:
@@ -219,6 +236,7 @@ const char* to_string(Generator g) {
     case Generator::kAscending: return "ascending";
     case Generator::kDescending: return "descending";
     case Generator::kSpecials: return "specials";
+    case Generator::kWideRange: return "wide_range";
   }
   return "unknown";
 }

@@ -168,7 +168,8 @@ TEST(GpuScorer, NegativeFp8KeyScales) {
 TEST(GpuScorer, ReducedAccuracyModeMeetsItsBound) {
   SKIP_WITHOUT_GPU();
   for (CacheFormat f : kFormats)
-    for (Generator g : {Generator::kGaussian, Generator::kStructured, Generator::kPlateau, Generator::kSpecials}) {
+    for (Generator g :
+         {Generator::kGaussian, Generator::kStructured, Generator::kPlateau, Generator::kSpecials, Generator::kWideRange}) {
       expect_matches_oracle(make(spec(f, g, 22, 2, 1300, 200 + uint64_t(g))),
                             std::string(name(f)) + " reduced " + to_string(g), 0, ScoreAccuracy::kReduced);
     }
