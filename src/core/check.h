@@ -28,8 +28,8 @@ std::string describe(const T& v) {
 }
 
 template <typename T>
-Status arg_error(StatusCode code, const char* arg, const std::string& expected, const T& actual) {
-  return Status(code, std::string(arg) + ": expected " + expected + ", got " + describe(actual));
+Status arg_error(StatusCode code, const std::string& arg, const std::string& expected, const T& actual) {
+  return Status(code, arg + ": expected " + expected + ", got " + describe(actual));
 }
 
 }  // namespace flashindexer::detail

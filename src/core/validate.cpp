@@ -138,30 +138,30 @@ Status check_problem(const TopKProblem& p) {
   return Status::ok();
 }
 
+namespace {
+
+// One [rows, k] output array: 4-byte aligned, rows at least k apart, every row addressable.
+Status check_row_array(const void* ptr, int64_t row_stride, int32_t k, int64_t rows, const std::string& name) {
+  FI_CHECK_ARG(aligned(ptr, 4), kMisaligned, "outputs." + name, "4-byte aligned", ptr);
+  FI_CHECK_ARG(row_stride >= k, kInvalidArgument, "outputs." + name + "_row_stride",
+               ">= k (" + std::to_string(k) + ")", row_stride);
+  FI_CHECK_ARG(fits(rows, row_stride), kOverflow, "outputs." + name + "_row_stride * rows", "to fit in int64",
+               row_stride);
+  return Status::ok();
+}
+
+}  // namespace
+
 Status check_outputs(const TopKOutputs& o, const Rows& rows, int32_t k, bool has_page_map) {
   const int64_t n = rows.rows();
   FI_CHECK_ARG(o.positions != nullptr, kNullPointer, "outputs.positions", "non-null", o.positions);
-  FI_CHECK_ARG(aligned(o.positions, 4), kMisaligned, "outputs.positions", "4-byte aligned", o.positions);
-  FI_CHECK_ARG(o.positions_row_stride >= k, kInvalidArgument, "outputs.positions_row_stride",
-               ">= k (" + std::to_string(k) + ")", o.positions_row_stride);
-  FI_CHECK_ARG(fits(n, o.positions_row_stride), kOverflow, "outputs.positions_row_stride * rows",
-               "to fit in int64", o.positions_row_stride);
+  FI_RETURN_IF_ERROR(check_row_array(o.positions, o.positions_row_stride, k, n, "positions"));
   if (o.slots != nullptr) {
     FI_CHECK_ARG(has_page_map, kInvalidArgument, "outputs.slots", "null when no page map is given",
                  static_cast<const void*>(o.slots));
-    FI_CHECK_ARG(aligned(o.slots, 4), kMisaligned, "outputs.slots", "4-byte aligned", o.slots);
-    FI_CHECK_ARG(o.slots_row_stride >= k, kInvalidArgument, "outputs.slots_row_stride",
-                 ">= k (" + std::to_string(k) + ")", o.slots_row_stride);
-    FI_CHECK_ARG(fits(n, o.slots_row_stride), kOverflow, "outputs.slots_row_stride * rows",
-                 "to fit in int64", o.slots_row_stride);
+    FI_RETURN_IF_ERROR(check_row_array(o.slots, o.slots_row_stride, k, n, "slots"));
   }
-  if (o.scores != nullptr) {
-    FI_CHECK_ARG(aligned(o.scores, 4), kMisaligned, "outputs.scores", "4-byte aligned", o.scores);
-    FI_CHECK_ARG(o.scores_row_stride >= k, kInvalidArgument, "outputs.scores_row_stride",
-                 ">= k (" + std::to_string(k) + ")", o.scores_row_stride);
-    FI_CHECK_ARG(fits(n, o.scores_row_stride), kOverflow, "outputs.scores_row_stride * rows",
-                 "to fit in int64", o.scores_row_stride);
-  }
+  if (o.scores != nullptr) FI_RETURN_IF_ERROR(check_row_array(o.scores, o.scores_row_stride, k, n, "scores"));
   FI_CHECK_ARG(aligned(o.counts, 4), kMisaligned, "outputs.counts", "4-byte aligned", o.counts);
   FI_CHECK_ARG(aligned(o.status, 4), kMisaligned, "outputs.status", "4-byte aligned", o.status);
   return Status::ok();
