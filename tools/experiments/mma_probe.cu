@@ -21,6 +21,20 @@ namespace {
 
 constexpr int kD = 128;
 
+// d += A * B for one m16n8k32 (e4m3) or m16n8k16 (f16) tile, fp32 accumulators.
+__device__ void mma_e4m3(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
 // d[0] of lane 0 is row 0, column 0 of D = A * B (+ C); A's row 0 is q, B's column 0 is k,
 // every other row and column is zero. Fragment layouts per the PTX ISA (row g = lane / 4,
 // t = lane % 4). out[0]: one chain over D; out[1]: each k32 step from zero, added in fp32.
@@ -40,16 +54,8 @@ __global__ void fp8_dot(const uint8_t* q, const uint8_t* k, float* out) {
         b[1] |= uint32_t(k[32 * s + 16 + 4 * t + i]) << (8 * i);
       }
     float step[4] = {0, 0, 0, 0};
-    asm volatile(
-        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(chain[0]), "+f"(chain[1]), "+f"(chain[2]), "+f"(chain[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    asm volatile(
-        "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(step[0]), "+f"(step[1]), "+f"(step[2]), "+f"(step[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    mma_e4m3(chain, a, b);
+    mma_e4m3(step, a, b);
     sum += step[0];
   }
   if (lane == 0) {
@@ -72,16 +78,8 @@ __global__ void fp16_dot(const __half* q, const __half* k, float* out) {
       b[0] = pack(k[16 * s + 2 * t], k[16 * s + 2 * t + 1]);
       b[1] = pack(k[16 * s + 8 + 2 * t], k[16 * s + 9 + 2 * t]);
     }
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(chain[0]), "+f"(chain[1]), "+f"(chain[2]), "+f"(chain[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(part[0]), "+f"(part[1]), "+f"(part[2]), "+f"(part[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    mma_f16(chain, a, b);
+    mma_f16(part, a, b);
     if (s % 2 == 1) {  // a k32 step ends: add it in fp32 and start the next from zero
       sum += part[0];
       part[0] = part[1] = part[2] = part[3] = 0.0f;
