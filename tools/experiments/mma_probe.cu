@@ -1,13 +1,15 @@
 // Probe of the tensor cores' accumulation (docs/design.md, "A lead for the default mode"):
-// one warp computes q . k over D = 128 with mma.sync, FP8 (m16n8k32, e4m3) and FP16
-// (m16n8k16), as one chain and as k32 steps from zero added in fp32, on the wide_range
-// block (448^2 and 31 products below 2^-13 of it, per 32 elements) and on random vectors.
-// It prints |err| / sum |products| for each, against exact double sums. A self-check on
-// small integers (exact in every variant) guards the fragment layouts used here. mma.sync
-// may not accumulate exactly as the scorer's wgmma does: the GPU oracle tests on the
-// wide_range generator are the word on the scorer itself.
+// q . k over D = 128 on the FP8 path the scorer uses (wgmma m64n32k32 e4m3, both operands
+// in 128B-swizzled shared memory, this library's wrappers) and on FP16 (mma.sync m16n8k16;
+// on sm_90 an e4m3 mma.sync compiles to the same HMMA, so FP8 needs wgmma), each as one
+// chain and as k32 steps from zero added in fp32, on the wide_range block (448^2 and 31
+// products below 2^-13 of it, per 32 elements) and on correlated Gaussian rows. It prints
+// |err| / sum |products| against exact double sums. Every row of the wgmma operands holds
+// the same vector, so its result does not depend on fragment layouts; a self-check on small
+// integers (exact in every variant) guards the FP16 layouts.
 //   build and run on the GPU machine:
-//   nvcc -std=c++17 -arch=sm_90a tools/experiments/mma_probe.cu -o /tmp/mma_probe && /tmp/mma_probe
+//   nvcc -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc tools/experiments/mma_probe.cu \
+//     -o /tmp/mma_probe && /tmp/mma_probe
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
@@ -17,17 +19,14 @@
 #include <cstdio>
 #include <random>
 
+#include "cuda/sm90/ptx.cuh"
+#include "cuda/sm90/wgmma_fp8.cuh"
+
 namespace {
 
 constexpr int kD = 128;
 
-// d += A * B for one m16n8k32 (e4m3) or m16n8k16 (f16) tile, fp32 accumulators.
-__device__ void mma_e4m3(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
+// d += A * B for one m16n8k16 f16 tile, fp32 accumulators.
 __device__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -35,32 +34,36 @@ __device__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// d[0] of lane 0 is row 0, column 0 of D = A * B (+ C); A's row 0 is q, B's column 0 is k,
-// every other row and column is zero. Fragment layouts per the PTX ISA (row g = lane / 4,
-// t = lane % 4). out[0]: one chain over D; out[1]: each k32 step from zero, added in fp32.
+// One warpgroup: A = 64 rows of k, B = 32 rows of q (e4m3, 128B-swizzled, as the scorer
+// lays out keys and queries), so every accumulator is q . k. out[0]: one chain of four k32
+// steps; out[1]: each step from zero, the partials added in fp32 as the scorer's kFp32 does.
 __global__ void fp8_dot(const uint8_t* q, const uint8_t* k, float* out) {
-  const int lane = threadIdx.x, g = lane / 4, t = lane % 4;
-  float chain[4] = {0, 0, 0, 0}, sum = 0.0f;
-  for (int s = 0; s < kD / 32; ++s) {
-    uint32_t a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
-    if (g == 0)  // row 0: a0 holds k = 4t..4t+3, a2 holds k = 16 + 4t..
-      for (int i = 0; i < 4; ++i) {
-        a[0] |= uint32_t(q[32 * s + 4 * t + i]) << (8 * i);
-        a[2] |= uint32_t(q[32 * s + 16 + 4 * t + i]) << (8 * i);
-      }
-    if (g == 0)  // column 0: b0 holds k = 4t..4t+3, b1 holds k = 16 + 4t..
-      for (int i = 0; i < 4; ++i) {
-        b[0] |= uint32_t(k[32 * s + 4 * t + i]) << (8 * i);
-        b[1] |= uint32_t(k[32 * s + 16 + 4 * t + i]) << (8 * i);
-      }
-    float step[4] = {0, 0, 0, 0};
-    mma_e4m3(chain, a, b);
-    mma_e4m3(step, a, b);
-    sum += step[0];
-  }
-  if (lane == 0) {
+  namespace sm90 = flashindexer::sm90;
+  __shared__ alignas(1024) uint8_t ks[64 * 128];
+  __shared__ alignas(1024) uint8_t qs[32 * 128];
+  const int tid = threadIdx.x;
+  for (int c = tid; c < 64 * 8; c += 128)
+    for (int i = 0; i < 16; ++i) ks[sm90::ptx::sw128_offset(c / 8, c % 8) + i] = k[16 * (c % 8) + i];
+  for (int c = tid; c < 32 * 8; c += 128)
+    for (int i = 0; i < 16; ++i) qs[sm90::ptx::sw128_offset(c / 8, c % 8) + i] = q[16 * (c % 8) + i];
+  sm90::ptx::fence_proxy_async_smem();
+  __syncthreads();
+  const uint64_t dk = sm90::ptx::smem_desc_sw128(ks), dq = sm90::ptx::smem_desc_sw128(qs);
+  using Mma = sm90::Wgmma<32, sm90::Fp8Kind::kE4M3>;
+  float chain[16] = {}, part[4][16] = {};
+  sm90::ptx::wgmma_fence();
+  for (int s = 0; s < 4; ++s) Mma::mma(chain, dk + 2 * s, dq + 2 * s, s);
+  Mma::mma(part[0], dk, dq, 0);
+  Mma::mma(part[1], dk + 2, dq + 2, 0);
+  Mma::mma(part[2], dk + 4, dq + 4, 0);
+  Mma::mma(part[3], dk + 6, dq + 6, 0);
+  sm90::ptx::wgmma_commit();
+  sm90::ptx::wgmma_wait<0>();
+  sm90::ptx::fence_registers(chain);
+  for (auto& p : part) sm90::ptx::fence_registers(p);
+  if (tid == 0) {
     out[0] = chain[0];
-    out[1] = sum;
+    out[1] = ((part[0][0] + part[1][0]) + part[2][0]) + part[3][0];
   }
 }
 
@@ -125,12 +128,12 @@ double probe(const char* what, const uint8_t* q8, const uint8_t* k8) {
   CHECK(cudaMemcpy(dk8, k8, kD, cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(dq16, q16, kD * sizeof(__half), cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(dk16, k16, kD * sizeof(__half), cudaMemcpyHostToDevice));
-  fp8_dot<<<1, 32>>>(dq8, dk8, dout);
+  fp8_dot<<<1, 128>>>(dq8, dk8, dout);
   fp16_dot<<<1, 32>>>(dq16, dk16, dout + 2);
   CHECK(cudaGetLastError());
   float out[4];
   CHECK(cudaMemcpy(out, dout, sizeof(out), cudaMemcpyDeviceToHost));
-  const char* names[4] = {"fp8 chain", "fp8 k32 from zero", "fp16 chain", "fp16 k32 from zero"};
+  const char* names[4] = {"fp8 wgmma chain", "fp8 wgmma from zero", "fp16 mma chain", "fp16 mma k32 from zero"};
   double worst = 0;
   std::printf("%-34s exact %.9g\n", what, exact);
   for (int i = 0; i < 4; ++i) {
