@@ -88,21 +88,17 @@ TEST(Generators, WideRangeHidesContractBreakingSmallProducts) {
   s.context = 200;
   const HostProblem p = make(s);
   const IndexerProblem v = p.view();
-  const Queries& q = v.queries;
-  const PageMap& pm = v.cache.pages;
   int64_t dominant = 0, checked = 0;
   for (int64_t r = 0; r < p.rows(); ++r) {
     const oracle::Window w = oracle::window(v.rows, r);
     for (int64_t c = w.start; c < w.end; ++c) {
-      const int64_t idx = c / pm.page_size, tok = c % pm.page_size;
-      const int64_t page = pm.table ? pm.table[int64_t{w.request} * pm.table_row_stride + idx] : idx;
-      const uint8_t* kv = static_cast<const uint8_t*>(v.cache.pool) + page * v.cache.page_stride + tok * 128;
+      const uint8_t* kv = oracle::key_bytes(v, r, c).values;
       ++checked;
       if (oracle::e4m3(kv[0]) < 0) continue;  // a negative dominant element: relu gives 0
       ++dominant;
       double small = 0, big = 0;
-      for (int h = 0; h < q.num_heads; ++h) {
-        const auto* qv = static_cast<const uint8_t*>(q.q) + r * q.q_row_stride + h * q.q_head_stride;
+      for (int h = 0; h < v.queries.num_heads; ++h) {
+        const uint8_t* qv = oracle::query_bytes(v, r, h);
         for (int d = 0; d < 128; ++d) {
           const double prod = oracle::e4m3(qv[d]) * oracle::e4m3(kv[d]);
           if (d % 32 == 0) {

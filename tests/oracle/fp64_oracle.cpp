@@ -40,16 +40,23 @@ void decode_mx(const uint8_t* packed, const uint8_t* scales, double* out) {
 
 }  // namespace
 
-Exact score(const IndexerProblem& p, int64_t row, int64_t s) {
+KeyBytes key_bytes(const IndexerProblem& p, int64_t row, int64_t s) {
   const Window w = window(p.rows, row);
   const PageMap& pm = p.cache.pages;
   const int64_t idx = s / pm.page_size, tok = s % pm.page_size;
   const int64_t page = pm.table ? pm.table[int64_t{w.request} * pm.table_row_stride + idx] : idx;
   const auto* base = static_cast<const uint8_t*>(p.cache.pool) + page * p.cache.page_stride;
+  const int vb = p.cache.format == CacheFormat::kMxfp4 ? 64 : 128;
+  return {base + tok * vb, base + int64_t{pm.page_size} * vb + tok * 4};
+}
+
+const uint8_t* query_bytes(const IndexerProblem& p, int64_t row, int h) {
+  return static_cast<const uint8_t*>(p.queries.q) + row * p.queries.q_row_stride + h * p.queries.q_head_stride;
+}
+
+Exact score(const IndexerProblem& p, int64_t row, int64_t s) {
   const bool mx = p.cache.format == CacheFormat::kMxfp4;
-  const int vb = mx ? 64 : 128;
-  const uint8_t* kv = base + tok * vb;
-  const uint8_t* ks = base + int64_t{pm.page_size} * vb + tok * 4;
+  const auto [kv, ks] = key_bytes(p, row, s);
   double k[kHeadDim];
   if (mx) {
     decode_mx(kv, ks, k);
@@ -61,7 +68,7 @@ Exact score(const IndexerProblem& p, int64_t row, int64_t s) {
   const Queries& q = p.queries;
   Exact e{0, 0};
   for (int h = 0; h < q.num_heads; ++h) {
-    const auto* qv = static_cast<const uint8_t*>(q.q) + row * q.q_row_stride + h * q.q_head_stride;
+    const uint8_t* qv = query_bytes(p, row, h);
     double qh[kHeadDim];
     if (mx) {
       decode_mx(qv, q.q_scale + row * q.q_scale_row_stride + h * q.q_scale_head_stride, qh);

@@ -19,6 +19,16 @@ struct Window {
 };
 Window window(const flashindexer::Rows& rows, int64_t row);
 
+// Raw bytes of the key of logical position s of the row's request (page table applied):
+// values (64 packed E2M1 | 128 e4m3), and the scales (4 UE8M0 | one fp32).
+struct KeyBytes {
+  const uint8_t* values;
+  const uint8_t* scales;
+};
+KeyBytes key_bytes(const flashindexer::IndexerProblem& p, int64_t row, int64_t s);
+// Raw bytes of query head h of a row (64 packed E2M1 | 128 e4m3).
+const uint8_t* query_bytes(const flashindexer::IndexerProblem& p, int64_t row, int h);
+
 struct Exact {
   double score;  // sum_h w_eff * relu(q̂ . k̂)
   double m;      // sum_h |w_eff| * sum_d |q̂ k̂|
