@@ -25,9 +25,11 @@ enum class OutputOrder : int {
   kRank = 1,      // descending rank (best first)
 };
 
-// Score accuracy (CONTRACT §4). kFp32 (default): |score - exact| <= 2e-4 * M.
+// Score accuracy (CONTRACT §4). kFp32 (default): |score - exact| <= 2e-4 * M on any input.
 // kReduced (opt-in): <= 2e-3 * M, for speed; on sm_90a one FP8 WGMMA chain over D
-// (Hopper's truncating FP8 accumulator). The CPU backend meets kFp32 either way.
+// (Hopper's truncating FP8 accumulator), which on fp8 blocks of wide dynamic range (a
+// product 2^13 above the block's others) loses up to 2^-8 * M (docs/semantics.md).
+// The CPU backend meets kFp32 either way.
 enum class ScoreAccuracy : int {
   kFp32 = 0,
   kReduced = 1,

@@ -13,11 +13,16 @@
 //   (one pass only): then `sample` tiles spread over the sequence come first
 //   (sampled_start.h). The order changes which tile a step scores, never a score's bits.
 // Algorithm per 64-position tile (tiles 64-aligned, so one tile lies in one page):
-//   acc[64 x N] = K_tile[64 x 128] * Q_group[N x 128]^T, N = R * H, by four FP8 WGMMA
-//   m64nNk32 steps (A: keys, B: query heads, both K-major with the 128-byte swizzle),
-//   each into a zeroed accumulator, the four partials added in fp32 (Hopper's FP8 MMA
-//   accumulates with a truncated mantissa: one chain over D = 128 misses 2e-4 * M; the
-//   opt-in ScoreAccuracy::kReduced mode uses that one chain, 2e-3 * M);
+//   acc[64 x N] = K_tile[64 x 128] * Q_group[N x 128]^T, N = R * H, on the tensor cores.
+//   fp8 caches, default mode: eight FP16 WGMMA m64nNk16 steps in one chain (every e4m3
+//   value is exact in f16; A: keys converted in registers, B: f16 query heads stored in
+//   the MMA's dimension order, see mma_tile_f16). Hopper's FP8 MMA aligns a k32 block's
+//   products to the largest and truncates to ~13 fraction bits, so on fp8 blocks of wide
+//   dynamic range it loses small products (up to ~1e-3 * M, generator wide_range).
+//   mxfp4: four FP8 WGMMA m64nNk32 steps (A: keys, B: query heads, both K-major with the
+//   128-byte swizzle), each into a zeroed accumulator, the partials added in fp32; a k32
+//   step is one scale block, whose E2M1 products span at most 144x, so each step is exact.
+//   Opt-in ScoreAccuracy::kReduced (both formats): one FP8 chain of four k32 steps;
 //   then per position: sum_h w[h] * relu(acc[h]) in fp32, heads in a fixed order (each
 //   thread's 2 * N / 8 columns in column order, then the 4 lanes of a quad, xor 1 then 2),
 //   times the key's scale. relu is positively homogeneous, so the key scale (fp8: the
@@ -36,10 +41,12 @@
 //   the group). A sink with kLockstep also gets step(sm, t) from all 256 consumer threads
 //   at the start of every tile (N = 256) or pair of tiles (N <= 128), so it can run
 //   group-wide work (the fused operator's compactions) between the steps' puts.
-// Shared memory: Q N x 128 B + 8 x (8 KiB keys + 256 B scales) + N weights + metadata;
-//   mxfp4 adds a raw ring of 9 x 5 KiB tiles (N = 256: fp8 99 KiB, mxfp4 144 KiB).
+// Shared memory: Q N x 128 B (fp8 caches: N x 256 B, room for the f16 queries of the
+//   default mode) + 8 x (8 KiB keys + 256 B scales) + N weights + metadata; mxfp4 adds a
+//   raw ring of 9 x 5 KiB tiles (N = 256: fp8 131 KiB, mxfp4 144 KiB).
 #pragma once
 
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -53,6 +60,7 @@
 #include "ptx.cuh"
 #include "sampled_start.h"
 #include "score_passes.h"
+#include "wgmma_f16_rs.cuh"
 #include "wgmma_fp8.cuh"
 
 namespace flashindexer::sm90 {
@@ -130,7 +138,9 @@ struct NoRawRing {};
 template <int kN, bool kMx>
 struct ScorerSmem {
   static constexpr int kStages = kScorerStages;
-  alignas(1024) uint8_t q[kN * 128];             // [N, 128] query heads (fp8), swizzled
+  // fp8 queries [N, 128], swizzled; fp8 caches keep room for the kFp32 path's f16 queries:
+  // two [N, 64] f16 atoms (D in MMA order, load_queries), swizzled.
+  alignas(1024) uint8_t q[kN * (kMx ? 128 : 256)];
   alignas(1024) uint8_t k[kStages][cuda::kScorerTile * 128];  // [S][64, 128] keys (fp8), swizzled
   float kscale[kStages][cuda::kScorerTile];
   std::conditional_t<kMx, Mxfp4RawRing, NoRawRing> ring;
@@ -207,6 +217,8 @@ struct PagedScorer {
   static constexpr uint32_t kEmptyArrivals = kShareTiles ? 256 : 128;
   static_assert(kN % 32 == 0 && kN <= 256 && kRows <= 8, "unsupported group shape");
   using Smem = ScorerSmem<kN, kMx>;
+  // fp8 caches in the default mode score with FP16 WGMMAs in one chain (mma_tile_f16).
+  static constexpr bool kF16 = !kMx && kAccuracy == ScoreAccuracy::kFp32;
 
   // ---------------------------------------------------------------- set-up
   // Resolves and validates the group's rows, plans the passes and the tile order (up to
@@ -293,6 +305,17 @@ struct PagedScorer {
         e2m1_block_to_e5m2(v, shift, lo, hi);
         *reinterpret_cast<uint4*>(sm.q + ptx::sw128_offset(n, 2 * c)) = lo;
         *reinterpret_cast<uint4*>(sm.q + ptx::sw128_offset(n, 2 * c + 1)) = hi;
+      } else if constexpr (kF16) {
+        // Dimension d = 16 c + j goes to MMA step s = 4 (d / 64) + (d % 16) / 4, k index
+        // kk of that step (see mma_tile_f16), atom s / 4, in-atom k 16 (s % 4) + kk.
+        const uint8_t* b = reinterpret_cast<const uint8_t*>(&v);
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+          const int d = 16 * c + j, h = d / 64, t4 = (d % 64) / 16, jj = (d % 16) / 4, i = d % 4;
+          const int kk = (i < 2 ? 0 : 8) + 2 * t4 + (i & 1), ka = 16 * jj + kk;
+          const __half_raw hv = __nv_cvt_fp8_to_halfraw(b[j], __NV_E4M3);
+          *reinterpret_cast<unsigned short*>(sm.q + h * kN * 128 + ptx::sw128_offset(n, ka / 8) + (ka % 8) * 2) = hv.x;
+        }
       } else {
         *reinterpret_cast<uint4*>(sm.q + ptx::sw128_offset(n, c)) = v;
       }
@@ -520,6 +543,37 @@ struct PagedScorer {
     for (int i = 0; i < kNw / 2; ++i) acc[i] += part[i];
   }
 
+  // kF16: acc[64 x kNw] = K_tile * Q_cols^T over D = 128 by eight FP16 WGMMA k16 steps in
+  // one chain; A (keys) from registers, converted from the fp8 tile. Step s, thread t
+  // (lane % 4) and element i of its fragment (k = 2t, 2t+1, 8+2t, 9+2t) stand for dimension
+  // d = 64 (s / 4) + 16 t + 4 (s % 4) + i, the order load_queries stores the queries in, so a
+  // thread's key bytes for four steps are one 16-byte chunk of its row.
+  __device__ static void mma_tile_f16(float (&acc)[kNw / 2], const uint8_t* ktile, int m0, uint64_t desc_q) {
+    const int t4 = threadIdx.x & 3;
+    uint32_t a[8][4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint4 r0 = *reinterpret_cast<const uint4*>(ktile + ptx::sw128_offset(m0, 4 * h + t4));
+      const uint4 r1 = *reinterpret_cast<const uint4*>(ktile + ptx::sw128_offset(m0 + 8, 4 * h + t4));
+      const uint32_t w0[4] = {r0.x, r0.y, r0.z, r0.w}, w1[4] = {r1.x, r1.y, r1.z, r1.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        a[4 * h + j][0] = ptx::e4m3x2_to_f16x2(w0[j]);
+        a[4 * h + j][1] = ptx::e4m3x2_to_f16x2(w1[j]);
+        a[4 * h + j][2] = ptx::e4m3x2_to_f16x2(w0[j] >> 16);
+        a[4 * h + j][3] = ptx::e4m3x2_to_f16x2(w1[j] >> 16);
+      }
+    }
+    ptx::fence_registers(acc);
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int s = 0; s < 8; ++s)
+      WgmmaF16Rs<kNw>::mma(acc, a[s], desc_q + (s / 4) * (kN * 128 / 16) + 2 * (s % 4), s);
+    ptx::wgmma_commit();
+    ptx::wgmma_wait<0>();
+    ptx::fence_registers(acc);
+  }
+
   // The pass of the tile being consumed, kept in registers (passes change rarely: only
   // in a group that spans requests); seek() advances it as the tile index grows.
   struct PassCursor {
@@ -600,7 +654,7 @@ struct PagedScorer {
       nan[w] = false;
     }
     // part stays untouched (and costs no registers) in kReduced, where it is unused.
-    constexpr int kPart = kAccuracy == ScoreAccuracy::kReduced ? 0 : kNw / 2;
+    constexpr int kPart = kAccuracy == ScoreAccuracy::kReduced || kF16 ? 0 : kNw / 2;
     float acc[kNw / 2], part[kNw / 2];
 #pragma unroll
     for (int i = 0; i < kNw / 2; ++i) acc[i] = 0.0f;
@@ -624,7 +678,7 @@ struct PagedScorer {
       const int tile = order.tile(i);
       // mxfp4: the producer fenced its converted tile before the full barrier.
       ptx::mbar_wait(&sm.full[stage], (i / kStages) & 1);
-      if constexpr (!kMx && FI_SCORER_CONSUMER_FENCE != 0) ptx::fence_proxy_async_smem();  // cp.async (generic proxy) bytes -> WGMMA (async proxy)
+      if constexpr (!kMx && !kF16 && FI_SCORER_CONSUMER_FENCE != 0) ptx::fence_proxy_async_smem();  // cp.async (generic proxy) bytes -> WGMMA (async proxy)
       const float ks0 = sm.kscale[stage][m0];
       const float ks1 = sm.kscale[stage][m1];
       const uint64_t desc_k = ptx::smem_desc_sw128(sm.k[stage]);
@@ -632,7 +686,11 @@ struct PagedScorer {
       float s[kRowsW][2];
 #pragma unroll
       for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = 0.0f;
-      mma_tile(acc, part, desc_k, desc_q);
+      if constexpr (kF16) {
+        mma_tile_f16(acc, sm.k[stage], m0, desc_q);
+      } else {
+        mma_tile(acc, part, desc_k, desc_q);
+      }
       ptx::mbar_arrive(&sm.empty[stage]);
       if constexpr (FI_SCORER_EPILOGUE == 0) {
 #pragma unroll
