@@ -9,25 +9,31 @@ using flashindexer::cuda::plan_topk;
 
 TEST(Heuristics, ManyRowsUseOneCtaPerRowAndNoWorkspace) {
   const auto plan = plan_topk(8192, 196608, 1024, 132);
-  EXPECT_EQ(plan.splits, 1);
+  EXPECT_EQ(plan.chunks, 1);
   EXPECT_EQ(plan.workspace_bytes, 0u);
+  EXPECT_EQ(plan_topk(264, 65536, 2048, 132).chunks, 1);  // 2 CTAs per SM already
 }
 
-TEST(Heuristics, FewLongRowsAreSplitWithBoundedWorkspace) {
+TEST(Heuristics, FewLongRowsAreSpreadWithBoundedWorkspace) {
+  using flashindexer::cuda::kTopKMinChunk;
   const auto b64 = plan_topk(64, 65536, 2048, 132);
-  EXPECT_GT(b64.splits, 1);
-  EXPECT_LE(b64.splits * 16384, 65536);               // every split covers >= 16384 positions
-  EXPECT_EQ(b64.workspace_bytes, size_t(64) * b64.splits * (2048 * 8 + 8));
+  EXPECT_EQ(b64.chunks, (4 * 132 + 63) / 64);  // about 4 CTAs per SM
+  EXPECT_LE(b64.chunks * kTopKMinChunk, 65536);
+  // Two 4096-bin histograms and a 32-byte state per row (zeroed), then K + 4096 keys.
+  EXPECT_EQ(b64.zeroed_bytes, size_t(64) * (2 * 4096 * 4 + 32));
+  EXPECT_EQ(b64.workspace_bytes, b64.zeroed_bytes + size_t(64) * (2048 + 4096) * 8);
   const auto b1 = plan_topk(1, 262144, 2048, 132);
-  EXPECT_EQ(b1.splits, 262144 / 16384);
-  EXPECT_LE(b1.splits, flashindexer::cuda::kTopKMaxSplits);
-  // The workspace depends on the host bound only through the split count, which is capped.
-  EXPECT_EQ(plan_topk(1, int64_t(1) << 30, 2048, 132).splits, flashindexer::cuda::kTopKMaxSplits);
+  EXPECT_EQ(b1.chunks, 262144 / kTopKMinChunk);  // every chunk >= 2048 positions
+  // The workspace does not depend on the context; the chunk count is capped.
+  const auto huge = plan_topk(1, int64_t(1) << 30, 2048, 132);
+  EXPECT_EQ(huge.chunks, flashindexer::cuda::kTopKMaxChunks);
+  EXPECT_EQ(huge.workspace_bytes, b1.workspace_bytes);
 }
 
-TEST(Heuristics, ShortRowsAreNeverSplit) {
-  EXPECT_EQ(plan_topk(1, 4000, 512, 132).splits, 1);
-  EXPECT_EQ(plan_topk(0, 100000, 512, 132).splits, 1);
+TEST(Heuristics, ShortRowsAreNeverSpread) {
+  EXPECT_EQ(plan_topk(1, 4000, 512, 132).chunks, 1);
+  EXPECT_EQ(plan_topk(1, 2048, 2048, 132).chunks, 1);
+  EXPECT_EQ(plan_topk(0, 100000, 512, 132).chunks, 1);
 }
 
 // Every split plan covers [0, max_context) in 64-aligned chunks, each split non-empty.

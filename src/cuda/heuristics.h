@@ -9,26 +9,39 @@
 namespace flashindexer::cuda {
 
 inline constexpr int32_t kTopKMaxK = 2048;      // largest K of the sm_90a selectors
-inline constexpr int kTopKMaxSplits = 64;
 
-// TopK over logits: how many CTAs share one row. Rows are split only when there are
-// too few rows to fill the GPU; every split covers at least max(4K, 16384) positions
-// so its local top-K is a real reduction and the merge (splits x K keys) stays small.
+// TopK over logits. Many rows: one CTA per row (topk_over_logits.cu). Rows too few to
+// fill the GPU twice over: a grid-wide radix select (grid_radix_select.cuh), `chunks` CTAs
+// per row (about 4 per SM in all), each counting and collecting at least kTopKMinChunk
+// positions, then one CTA per row finishing. Its workspace: per row, two 4096-bin histograms and a 32-byte state
+// (zeroed by the launch), the K selected keys and kTopKTieCap tied keys (8 bytes each).
+inline constexpr int kTopKMaxChunks = 256;
+inline constexpr int64_t kTopKMinChunk = 2048;
+inline constexpr int kTopKBins = 4096;       // 12-bit digits, two rounds: the top 24 key bits
+inline constexpr int32_t kTopKTieCap = 4096;  // keys sharing the threshold's 24-bit prefix
+inline constexpr size_t kTopKRowStateBytes = 32;
+
 struct TopKPlan {
-  int splits = 1;
-  size_t workspace_bytes = 0;  // split candidates + counts + NaN flags (0 when splits == 1)
+  int chunks = 1;              // CTAs per row of the grid-wide select (1: one CTA per row)
+  size_t workspace_bytes = 0;  // 0 when chunks == 1
+  size_t zeroed_bytes = 0;     // the leading part of the workspace the launch zeroes
 };
+
+inline size_t topk_zeroed_bytes(int64_t rows) {
+  return size_t(rows) * (2 * kTopKBins * 4 + kTopKRowStateBytes);
+}
 
 inline TopKPlan plan_topk(int64_t rows, int64_t max_context, int32_t k, int num_sms) {
   TopKPlan plan;
   const int64_t target_ctas = 2 * int64_t(std::max(num_sms, 1));
-  if (rows <= 0 || rows >= target_ctas) return plan;
-  const int64_t min_chunk = std::max<int64_t>(4 * int64_t(k), 16384);
-  const int64_t by_rows = (target_ctas + rows - 1) / rows;
-  const int64_t by_width = std::max<int64_t>(1, max_context / min_chunk);
-  plan.splits = int(std::clamp<int64_t>(std::min(by_rows, by_width), 1, kTopKMaxSplits));
-  if (plan.splits > 1)
-    plan.workspace_bytes = size_t(rows) * size_t(plan.splits) * (size_t(k) * 8 + 8);
+  if (rows <= 0 || rows >= target_ctas || max_context <= std::max<int64_t>(k, kTopKMinChunk)) return plan;
+  const int64_t by_rows = (2 * target_ctas + rows - 1) / rows;
+  const int64_t by_width = std::max<int64_t>(1, max_context / kTopKMinChunk);
+  plan.chunks = int(std::clamp<int64_t>(std::min(by_rows, by_width), 1, kTopKMaxChunks));
+  if (plan.chunks > 1) {
+    plan.zeroed_bytes = topk_zeroed_bytes(rows);
+    plan.workspace_bytes = plan.zeroed_bytes + size_t(rows) * (size_t(k) + kTopKTieCap) * 8;
+  }
   return plan;
 }
 

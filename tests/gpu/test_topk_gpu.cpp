@@ -1,5 +1,6 @@
 // GPU (label gpu): the sm_90a TopK over logits against the CPU reference, bit for bit.
 #include <algorithm>
+#include <limits>
 
 #include "gpu/gpu_util.h"
 
@@ -162,6 +163,32 @@ TEST(GpuTopK, MatchesCpuOnLongSplitRows) {
         expect_gpu_matches_cpu(c, "dist " + std::to_string(int(dist)) + " k " + std::to_string(k) + " width " +
                                       std::to_string(width));
       }
+}
+
+// The grid-wide select (few long rows) where its threshold lands: in a NaN plateau, among
+// ties just within its tie list (4,096 keys) and just beyond it (the finish re-reads the row).
+TEST(GpuTopK, SpreadRowsWithThresholdInNaNsOrTies) {
+  SKIP_WITHOUT_GPU();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int32_t ties : {0, 4000, 4096, 4097, 5000})
+    for (OutputOrder order : {OutputOrder::kPosition, OutputOrder::kRank}) {
+      LogitsCase c = rows_case(Dist::kGaussian, 2, 100000, 2048, 41 + uint32_t(ties));
+      c.order = order;
+      for (int64_t r = 0; r < c.rows; ++r) {
+        c.start[size_t(r)] = int32_t(r);  // unaligned head in row 1
+        c.end[size_t(r)] = int32_t(c.width);
+        float* row = c.logits.data() + r * c.width;
+        if (ties == 0) {  // 1,031 numbers among NaNs: the K-th key is a NaN
+          for (int64_t s = 0; s < c.width; ++s)
+            if (s % 97 != 0) row[s] = nan;
+          continue;
+        }
+        for (int64_t s = 0; s < c.width; ++s) row[s] *= 0.01f;  // all below 1
+        for (int i = 0; i < 1000; ++i) row[19 * i + 11] = 2.0f;  // 1,000 above the ties
+        for (int i = 0; i < ties; ++i) row[19 * i + 7] = 1.0f;   // the K-th key among `ties` equal ones
+      }
+      expect_gpu_matches_cpu(c, "ties " + std::to_string(ties) + " order " + std::to_string(int(order)));
+    }
 }
 
 TEST(GpuTopK, DecodeRowsSlotsAndRowStatus) {

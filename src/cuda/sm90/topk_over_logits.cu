@@ -3,20 +3,23 @@
 // Purpose: positions, slots, scores, counts and status of the K best positions of
 //   each row's window, bit-identical to the CPU reference (same rank keys, same
 //   row validation, same canonical NaN).
-// Algorithm: one pass over the logits. A CTA streams its window (or its chunk of
-//   the window when the row is split, see heuristics.h) through a BlockSelector
-//   (block_select.cuh): 16-byte streaming loads, double-buffered (4 float4 in
-//   flight per thread), tiles in a permuted order, a verified sampled threshold,
-//   rank keys filtered against a rising threshold, exact compaction in shared
-//   memory. Split rows write their local top K (unsorted) to the workspace and a
-//   second kernel merges them exactly with the same selector.
-// Grid: x = rows, y = splits. Threads: 512, no specialisation.
+// Algorithm, many rows: one CTA per row streams its window through a BlockSelector
+//   (block_select.cuh): 16-byte streaming loads, double-buffered (4 float4 in flight per
+//   thread), tiles in a permuted order, a verified sampled threshold, rank keys filtered
+//   against a rising threshold, exact compaction in shared memory.
+// Few rows (heuristics.h plan_topk): the grid-wide radix select of grid_radix_select.cuh
+//   narrows each row to the keys above a 24-bit threshold prefix and the keys at it, over
+//   many CTAs per row; grid_finish_kernel then selects among those with the same
+//   BlockSelector, one CTA per row.
+// topk_merge_kernel merges the fused operator's split rows (local top-K lists).
+// Grid: one CTA per row (x = rows). Threads: 512, no specialisation.
 // Shared memory: sizeof(BlockSelectStorage) ~ 90 KiB (dynamic): two CTAs per SM.
 #include <atomic>
 #include <cmath>
 
 #include "../../core/row_window.h"
 #include "block_select.cuh"
+#include "grid_radix_select.cuh"
 #include "topk_over_logits.h"
 
 namespace flashindexer::sm90 {
@@ -57,8 +60,14 @@ __device__ RowWindow check_row(const TopKArgs& a, int64_t row, uint32_t* scratch
   return w;
 }
 
-// Streams logits[s0, s1) of one row into the selector; returns whether any was NaN.
-__device__ bool stream_logits(BlockSelector& sel, const float* row_ptr, int64_t s0, int64_t s1) {
+struct KeepAll {
+  __device__ bool operator()(uint32_t) const { return true; }
+};
+
+// Streams logits[s0, s1) of one row into the selector, the float keys that keep() accepts;
+// returns whether any was NaN.
+template <class Keep = KeepAll>
+__device__ bool stream_logits(BlockSelector& sel, const float* row_ptr, int64_t s0, int64_t s1, Keep keep = {}) {
   bool nan = false;
   const int64_t len = s1 - s0;
   const auto addr = reinterpret_cast<uintptr_t>(row_ptr + s0);
@@ -74,7 +83,7 @@ __device__ bool stream_logits(BlockSelector& sel, const float* row_ptr, int64_t 
       const float v = row_ptr[pos];
       nan |= isnan(v);
       rk[0] = rank_key(v, int32_t(pos));
-      valid[0] = true;
+      valid[0] = keep(float_key(v));
     }
     sel.push_tile(rk, valid);
   }
@@ -111,8 +120,8 @@ __device__ bool stream_logits(BlockSelector& sel, const float* row_ptr, int64_t 
       bool valid[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        valid[j] = ok;
         key[j] = float_key(f[j]);
+        valid[j] = ok && keep(key[j]);
         pos[j] = int32_t(first) + idx[u] * 4 + j;
         nan |= ok && key[j] == 0u;  // float_key maps every NaN to 0
       }
@@ -177,36 +186,63 @@ __device__ SplitCandidates split_workspace(const TopKArgs& a) {
   return SplitCandidates::in(a.workspace, a.rows.rows(), a.splits, a.k);
 }
 
-// splits == 1: the whole row, final outputs. splits > 1: one chunk, local top K to the workspace.
-template <bool kWhole>
+// Pushes n rank keys from global memory into the selector (block-wide call).
+__device__ void push_keys(BlockSelector& sel, const uint64_t* keys, int32_t n) {
+  for (int32_t base = 0; base < n; base += kTile) {
+    uint64_t rk[4];
+    bool valid[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int32_t i = base + j * kBlock + int32_t(threadIdx.x);
+      valid[j] = i < n;
+      rk[j] = valid[j] ? keys[i] : 0ull;
+    }
+    sel.push_tile(rk, valid);
+  }
+}
+
+// One CTA per row: the whole window, final outputs.
 __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_rows_kernel(const TopKArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
   auto& st = *reinterpret_cast<BlockSelectStorage*>(smem);
   __shared__ uint32_t scratch;
   const int64_t row = blockIdx.x;
   BlockSelector sel(st, a.k);
+  const RowWindow w = check_row(a, row, &scratch);
+  const bool nan = w.length() > 0 && scan_logits(sel, a.logits + row * a.logits_row_stride, w.start, w.end, a.k);
+  uint64_t sorted[kSortItems];
+  const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted);
+  write_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
+}
+
+// The finish of the grid-wide select (grid_radix_select.cuh), one CTA per row: the A keys
+// above the threshold prefix t and the E keys at it (the tie list, or a re-read of the row
+// filtered to t when E overflowed it); rows of at most K positions are read whole.
+__global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) grid_finish_kernel(const TopKArgs a) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  auto& st = *reinterpret_cast<BlockSelectStorage*>(smem);
+  __shared__ uint32_t scratch;
+  const int64_t row = blockIdx.x;
+  BlockSelector sel(st, a.k);
+  const RowWindow w = check_row(a, row, &scratch);
   const float* row_ptr = a.logits + row * a.logits_row_stride;
-  if constexpr (kWhole) {
-    const RowWindow w = check_row(a, row, &scratch);
-    const bool nan = w.length() > 0 && scan_logits(sel, row_ptr, w.start, w.end, a.k);
-    uint64_t sorted[kSortItems];
-    const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted);
-    write_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
-  } else {
-    const RowWindow w = resolve_window(a.rows, row);
-    const int64_t chunk = (w.length() + a.splits - 1) / a.splits;
-    const int64_t s0 = w.start + chunk * blockIdx.y;
-    const int64_t s1 = s0 + chunk < w.end ? s0 + chunk : w.end;
-    const bool nan = s0 < s1 && scan_logits(sel, row_ptr, s0, s1, a.k);
-    const int32_t n = sel.reduce();
-    const SplitCandidates ws = split_workspace(a);
-    const int64_t slot = row * a.splits + blockIdx.y;
-    for (int32_t i = threadIdx.x; i < n; i += kBlock) ws.keys[slot * a.k + i] = sel.candidates()[i];
-    if (threadIdx.x == 0) {
-      ws.counts[slot] = uint32_t(n);
-      ws.nan[slot] = nan ? 1u : 0u;
+  bool nan = false;
+  if (w.length() > a.k) {
+    const GridSelectWorkspace ws = GridSelectWorkspace::in(a.workspace, a.rows.rows(), a.k);
+    const GridRowState s = ws.state[row];
+    push_keys(sel, ws.selected + row * a.k, a.k - int32_t(s.need));
+    if (s.ties <= uint32_t(cuda::kTopKTieCap)) {
+      push_keys(sel, ws.tie + row * cuda::kTopKTieCap, int32_t(s.ties));
+    } else {
+      stream_logits(sel, row_ptr, w.start, w.end, [t = s.prefix](uint32_t key) { return key >> 8 == t; });
     }
+    nan = s.nan != 0;
+  } else if (w.length() > 0) {
+    nan = stream_logits(sel, row_ptr, w.start, w.end);
   }
+  uint64_t sorted[kSortItems];
+  const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted);
+  write_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
 }
 
 // Exact merge of the splits' local top K of each row.
@@ -222,19 +258,8 @@ __global__ void __launch_bounds__(kBlock, 2) topk_merge_kernel(const TopKArgs a)
   if (w.status == 0) {
     for (int s = 0; s < a.splits; ++s) {
       const int64_t slot = row * a.splits + s;
-      const int32_t n = int32_t(ws.counts[slot]);
       nan |= ws.nan[slot] != 0;
-      for (int32_t base = 0; base < n; base += kTile) {
-        uint64_t rk[4];
-        bool valid[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const int32_t i = base + j * kBlock + int32_t(threadIdx.x);
-          valid[j] = i < n;
-          rk[j] = valid[j] ? ws.keys[slot * a.k + i] : 0ull;
-        }
-        sel.push_tile(rk, valid);
-      }
+      push_keys(sel, ws.keys + slot * a.k, int32_t(ws.counts[slot]));
     }
   }
   uint64_t sorted[kSortItems];
@@ -251,8 +276,8 @@ cudaError_t configure_kernels(size_t smem) {
   if (e != cudaSuccess) return e;
   const uint64_t bit = uint64_t{1} << (dev & 63);
   if (configured.load(std::memory_order_acquire) & bit) return cudaSuccess;
-  for (const void* f : {reinterpret_cast<const void*>(topk_rows_kernel<true>),
-                        reinterpret_cast<const void*>(topk_rows_kernel<false>),
+  for (const void* f : {reinterpret_cast<const void*>(topk_rows_kernel),
+                        reinterpret_cast<const void*>(grid_finish_kernel),
                         reinterpret_cast<const void*>(topk_merge_kernel)}) {
     e = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (e != cudaSuccess) return e;
@@ -270,12 +295,19 @@ cudaError_t topk_over_logits(const TopKArgs& a, cudaStream_t stream) {
   cudaError_t e = configure_kernels(smem);
   if (e != cudaSuccess) return e;
   if (a.splits <= 1) {
-    topk_rows_kernel<true><<<dim3(unsigned(rows), 1), kBlock, smem, stream>>>(a);
+    topk_rows_kernel<<<dim3(unsigned(rows), 1), kBlock, smem, stream>>>(a);
     return cudaGetLastError();
   }
-  topk_rows_kernel<false><<<dim3(unsigned(rows), unsigned(a.splits)), kBlock, smem, stream>>>(a);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  return topk_merge_splits(a, stream);
+  // The grid-wide select: row state and histograms zeroed, two count rounds, the collect,
+  // the finish.
+  e = cudaMemsetAsync(a.workspace, 0, cuda::topk_zeroed_bytes(rows), stream);
+  if (e != cudaSuccess) return e;
+  const dim3 grid(unsigned(a.splits), unsigned(rows));
+  grid_count_kernel<0><<<grid, kGridThreads, 0, stream>>>(a);
+  grid_count_kernel<1><<<grid, kGridThreads, 0, stream>>>(a);
+  grid_collect_kernel<<<grid, kGridThreads, 0, stream>>>(a);
+  grid_finish_kernel<<<unsigned(rows), kBlock, smem, stream>>>(a);
+  return cudaGetLastError();
 }
 
 cudaError_t topk_merge_splits(const TopKArgs& a, cudaStream_t stream) {

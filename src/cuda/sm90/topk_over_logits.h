@@ -15,8 +15,11 @@ struct TopKArgs {
   int32_t k;                  // 1..2048
   OutputOrder order;
   TopKOutputs out;
-  int splits;                 // CTAs per row (heuristics.h); > 1 needs the workspace
-  void* workspace;            // splits > 1: rows * splits * (8 K + 8) bytes
+  // topk_over_logits: CTAs per row of the grid-wide select (heuristics.h TopKPlan::chunks;
+  // > 1 needs TopKPlan::workspace_bytes). topk_merge_splits: local top-K lists per row
+  // (SplitCandidates in the workspace).
+  int splits;
+  void* workspace;
 };
 
 // The workspace of split rows: each (row, split) slot holds the split's exact local top K
@@ -36,7 +39,8 @@ struct SplitCandidates {
   }
 };
 
-// Enqueues the selection on `stream`; returns the launch error, if any.
+// Enqueues the selection on `stream` (splits > 1: a memset and four launches, all
+// graph-capturable); returns the launch error, if any.
 cudaError_t topk_over_logits(const TopKArgs& args, cudaStream_t stream);
 
 // Enqueues only the exact merge of args.splits local top-K lists per row (SplitCandidates
