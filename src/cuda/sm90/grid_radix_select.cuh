@@ -150,9 +150,12 @@ __global__ void __launch_bounds__(kGridThreads) grid_count_kernel(const TopKArgs
                                  const bool in = valid[j] && (kRound == 0 || key[j] >> 20 == b1);
                                  const uint32_t bin = kRound == 0 ? key[j] >> 20 : (key[j] >> 8) & 0xFFFu;
                                  if (kRound == 0) nan |= valid[j] && key[j] == 0u;  // every NaN has key 0
-                                 // Equal bins of a warp add once (concentrated rows hit few bins).
-                                 const uint32_t peers = __match_any_sync(0xffffffffu, in ? bin : 0xFFFFFFFFu);
-                                 if (in && (threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], __popc(peers));
+                                 // The lanes that share lane 0's bin add once (a concentrated row
+                                 // puts most of a warp in one bin); the others add one each.
+                                 const uint32_t bin0 = __shfl_sync(0xffffffffu, bin, 0);
+                                 const uint32_t same = __ballot_sync(0xffffffffu, in && bin == bin0);
+                                 if (in && bin != bin0) atomicAdd(&hist[bin], 1u);
+                                 if ((threadIdx.x & 31) == 0 && same != 0) atomicAdd(&hist[bin0], __popc(same));
                                }
                              });
   if (kRound == 0 && __syncthreads_or(nan) && threadIdx.x == 0) atomicOr(&st.nan, 1u);
