@@ -7,33 +7,51 @@ namespace {
 using flashindexer::cuda::plan_scorer;
 using flashindexer::cuda::plan_topk;
 
+using flashindexer::cuda::TopKPath;
+
 TEST(Heuristics, ManyRowsUseOneCtaPerRowAndNoWorkspace) {
   const auto plan = plan_topk(8192, 196608, 1024, 132);
-  EXPECT_EQ(plan.chunks, 1);
+  EXPECT_EQ(plan.path, TopKPath::kRows);
+  EXPECT_EQ(plan.ctas_per_row, 1);
   EXPECT_EQ(plan.workspace_bytes, 0u);
-  EXPECT_EQ(plan_topk(264, 65536, 2048, 132).chunks, 1);  // 2 CTAs per SM already
+  EXPECT_EQ(plan_topk(264, 65536, 2048, 132).path, TopKPath::kRows);  // 2 CTAs per SM already
 }
 
-TEST(Heuristics, FewLongRowsAreSpreadWithBoundedWorkspace) {
+TEST(Heuristics, AFewLongRowsTakeTheGridSelectWithBoundedWorkspace) {
   using flashindexer::cuda::kTopKMinChunk;
-  const auto b64 = plan_topk(64, 65536, 2048, 132);
-  EXPECT_EQ(b64.chunks, (4 * 132 + 63) / 64);  // about 4 CTAs per SM
-  EXPECT_LE(b64.chunks * kTopKMinChunk, 65536);
+  const auto b8 = plan_topk(8, 262144, 2048, 132);
+  EXPECT_EQ(b8.path, TopKPath::kGrid);
+  EXPECT_EQ(b8.ctas_per_row, 4 * 132 / 8);  // about 4 CTAs per SM
+  EXPECT_EQ(plan_topk(8, 65536, 2048, 132).ctas_per_row, 65536 / kTopKMinChunk);
   // Two 4096-bin histograms and a 32-byte state per row (zeroed), then K + 4096 keys.
-  EXPECT_EQ(b64.zeroed_bytes, size_t(64) * (2 * 4096 * 4 + 32));
-  EXPECT_EQ(b64.workspace_bytes, b64.zeroed_bytes + size_t(64) * (2048 + 4096) * 8);
+  EXPECT_EQ(flashindexer::cuda::topk_zeroed_bytes(8), size_t(8) * (2 * 4096 * 4 + 32));
+  EXPECT_EQ(b8.workspace_bytes, size_t(8) * (2 * 4096 * 4 + 32) + size_t(8) * (2048 + 4096) * 8);
   const auto b1 = plan_topk(1, 262144, 2048, 132);
-  EXPECT_EQ(b1.chunks, 262144 / kTopKMinChunk);  // every chunk >= 2048 positions
+  EXPECT_EQ(b1.path, TopKPath::kGrid);
+  EXPECT_EQ(b1.ctas_per_row, 262144 / kTopKMinChunk);  // every chunk >= 2048 positions
   // The workspace does not depend on the context; the chunk count is capped.
   const auto huge = plan_topk(1, int64_t(1) << 30, 2048, 132);
-  EXPECT_EQ(huge.chunks, flashindexer::cuda::kTopKMaxChunks);
+  EXPECT_EQ(huge.ctas_per_row, flashindexer::cuda::kTopKMaxChunks);
   EXPECT_EQ(huge.workspace_bytes, b1.workspace_bytes);
 }
 
+TEST(Heuristics, MoreRowsAreSplitWithBoundedWorkspace) {
+  const auto b64 = plan_topk(64, 65536, 2048, 132);
+  EXPECT_EQ(b64.path, TopKPath::kSplit);
+  EXPECT_GT(b64.ctas_per_row, 1);
+  EXPECT_LE(b64.ctas_per_row * 16384, 65536);  // every split covers >= 16384 positions
+  EXPECT_EQ(b64.workspace_bytes, size_t(64) * b64.ctas_per_row * (2048 * 8 + 8));
+  // Bounded by the rows, not the context.
+  EXPECT_EQ(plan_topk(9, int64_t(1) << 30, 2048, 132).ctas_per_row, (2 * 132 + 8) / 9);
+  EXPECT_EQ(plan_topk(9, int64_t(1) << 30, 2048, 132).workspace_bytes,
+            plan_topk(9, int64_t(1) << 24, 2048, 132).workspace_bytes);
+}
+
 TEST(Heuristics, ShortRowsAreNeverSpread) {
-  EXPECT_EQ(plan_topk(1, 4000, 512, 132).chunks, 1);
-  EXPECT_EQ(plan_topk(1, 2048, 2048, 132).chunks, 1);
-  EXPECT_EQ(plan_topk(0, 100000, 512, 132).chunks, 1);
+  EXPECT_EQ(plan_topk(1, 4000, 512, 132).ctas_per_row, 1);
+  EXPECT_EQ(plan_topk(1, 2048, 2048, 132).ctas_per_row, 1);
+  EXPECT_EQ(plan_topk(20, 16000, 2048, 132).ctas_per_row, 1);
+  EXPECT_EQ(plan_topk(0, 100000, 512, 132).ctas_per_row, 1);
 }
 
 // Every split plan covers [0, max_context) in 64-aligned chunks, each split non-empty.

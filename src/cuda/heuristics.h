@@ -10,23 +10,34 @@ namespace flashindexer::cuda {
 
 inline constexpr int32_t kTopKMaxK = 2048;      // largest K of the sm_90a selectors
 
-// TopK over logits. Many rows: one CTA per row (topk_over_logits.cu). Rows too few to
-// fill the GPU twice over: a grid-wide radix select (grid_radix_select.cuh), `chunks` CTAs
-// per row (about 4 per SM in all), each counting and collecting at least kTopKMinChunk
-// positions, then one CTA per row finishing. Its workspace: per row, two 4096-bin histograms and a 32-byte state
-// (zeroed by the launch), the K selected keys and kTopKTieCap tied keys (8 bytes each).
+// TopK over logits, three ways (topk_over_logits.cu):
+// - kRows: one CTA per row, when the rows alone fill the GPU twice over.
+// - kGrid: at most kTopKGridMaxRows rows. A grid-wide radix select (grid_radix_select.cuh),
+//   `ctas_per_row` CTAs per row (about 4 per SM in all), each counting and collecting at
+//   least kTopKMinChunk positions, then one CTA per row finishing. Workspace: per row, two
+//   4096-bin histograms and a 32-byte state (zeroed by the launch), then K selected and
+//   kTopKTieCap tied keys of 8 bytes.
+// - kSplit: the rows between. Each row splits over `ctas_per_row` CTAs of at least
+//   max(4K, 16384) positions, each keeping its exact local top K in the workspace
+//   (rows x splits x (8 K + 8) bytes), merged by one CTA per row.
+// Measured on the H200 (docs/perf.md): 1 x 262,144 grid 46 us vs split 82 us;
+// 64 x 65,536 grid 86 us vs split 71-77 us. The crossover between was not measured.
+enum class TopKPath { kRows, kSplit, kGrid };
+inline constexpr int kTopKGridMaxRows = 8;
 inline constexpr int kTopKMaxChunks = 256;
 inline constexpr int64_t kTopKMinChunk = 2048;
+inline constexpr int kTopKMaxSplits = 64;
 inline constexpr int kTopKBins = 4096;       // 12-bit digits, two rounds: the top 24 key bits
 inline constexpr int32_t kTopKTieCap = 4096;  // keys sharing the threshold's 24-bit prefix
 inline constexpr size_t kTopKRowStateBytes = 32;
 
 struct TopKPlan {
-  int chunks = 1;              // CTAs per row of the grid-wide select (1: one CTA per row)
-  size_t workspace_bytes = 0;  // 0 when chunks == 1
-  size_t zeroed_bytes = 0;     // the leading part of the workspace the launch zeroes
+  TopKPath path = TopKPath::kRows;
+  int ctas_per_row = 1;
+  size_t workspace_bytes = 0;  // 0 for kRows
 };
 
+// The leading part of the kGrid workspace that each call zeroes.
 inline size_t topk_zeroed_bytes(int64_t rows) {
   return size_t(rows) * (2 * kTopKBins * 4 + kTopKRowStateBytes);
 }
@@ -34,13 +45,25 @@ inline size_t topk_zeroed_bytes(int64_t rows) {
 inline TopKPlan plan_topk(int64_t rows, int64_t max_context, int32_t k, int num_sms) {
   TopKPlan plan;
   const int64_t target_ctas = 2 * int64_t(std::max(num_sms, 1));
-  if (rows <= 0 || rows >= target_ctas || max_context <= std::max<int64_t>(k, kTopKMinChunk)) return plan;
-  const int64_t by_rows = (2 * target_ctas + rows - 1) / rows;
-  const int64_t by_width = std::max<int64_t>(1, max_context / kTopKMinChunk);
-  plan.chunks = int(std::clamp<int64_t>(std::min(by_rows, by_width), 1, kTopKMaxChunks));
-  if (plan.chunks > 1) {
-    plan.zeroed_bytes = topk_zeroed_bytes(rows);
-    plan.workspace_bytes = plan.zeroed_bytes + size_t(rows) * (size_t(k) + kTopKTieCap) * 8;
+  if (rows <= 0 || rows >= target_ctas) return plan;
+  if (rows <= kTopKGridMaxRows) {
+    if (max_context <= std::max<int64_t>(k, kTopKMinChunk)) return plan;
+    const int64_t by_rows = (2 * target_ctas + rows - 1) / rows;
+    const int64_t by_width = std::max<int64_t>(1, max_context / kTopKMinChunk);
+    plan.ctas_per_row = int(std::clamp<int64_t>(std::min(by_rows, by_width), 1, kTopKMaxChunks));
+    if (plan.ctas_per_row > 1) {
+      plan.path = TopKPath::kGrid;
+      plan.workspace_bytes = topk_zeroed_bytes(rows) + size_t(rows) * (size_t(k) + kTopKTieCap) * 8;
+    }
+    return plan;
+  }
+  const int64_t min_chunk = std::max<int64_t>(4 * int64_t(k), 16384);
+  const int64_t by_rows = (target_ctas + rows - 1) / rows;
+  const int64_t by_width = std::max<int64_t>(1, max_context / min_chunk);
+  plan.ctas_per_row = int(std::clamp<int64_t>(std::min(by_rows, by_width), 1, kTopKMaxSplits));
+  if (plan.ctas_per_row > 1) {
+    plan.path = TopKPath::kSplit;
+    plan.workspace_bytes = size_t(rows) * size_t(plan.ctas_per_row) * (size_t(k) * 8 + 8);
   }
   return plan;
 }

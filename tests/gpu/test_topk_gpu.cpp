@@ -165,6 +165,17 @@ TEST(GpuTopK, MatchesCpuOnLongSplitRows) {
       }
 }
 
+// Rows between the grid-wide select and one CTA per row: local top K per split, merged.
+TEST(GpuTopK, MatchesCpuOnSplitRows) {
+  SKIP_WITHOUT_GPU();
+  for (Dist dist : kDists)
+    for (int32_t k : {7, 2048}) {
+      LogitsCase c = rows_case(dist, 12, 70001, k, 77 + uint32_t(k));
+      c.order = k == 7 ? OutputOrder::kRank : OutputOrder::kPosition;
+      expect_gpu_matches_cpu(c, "dist " + std::to_string(int(dist)) + " k " + std::to_string(k));
+    }
+}
+
 // The grid-wide select (few long rows) where its threshold lands: in a NaN plateau, among
 // ties just within its tie list (4,096 keys) and just beyond it (the finish re-reads the row).
 TEST(GpuTopK, SpreadRowsWithThresholdInNaNsOrTies) {
@@ -246,7 +257,8 @@ TEST(GpuTopK, DenseLogitsOfEveryGenerator) {
   }
 }
 
-// Small cases of both kernels (whole rows, split rows + merge) for compute-sanitizer.
+// Small cases of every path (whole rows, the grid-wide select, split rows + merge) for
+// compute-sanitizer.
 TEST(GpuTopK, SanitizerSmallCases) {
   SKIP_WITHOUT_GPU();
   LogitsCase whole = rows_case(Dist::kSpecials, 270, 3000, 512, 1);
@@ -255,9 +267,10 @@ TEST(GpuTopK, SanitizerSmallCases) {
   whole.num_pages = whole.table_width;
   for (int64_t i = 0; i < whole.table_width; ++i) whole.table.push_back(int32_t(whole.table_width - 1 - i));
   expect_gpu_matches_cpu(whole, "whole rows");
-  LogitsCase split = rows_case(Dist::kAscending, 2, 40000, 2048, 2);
-  split.order = OutputOrder::kRank;
-  expect_gpu_matches_cpu(split, "split rows");
+  LogitsCase grid = rows_case(Dist::kAscending, 2, 40000, 2048, 2);
+  grid.order = OutputOrder::kRank;
+  expect_gpu_matches_cpu(grid, "grid-wide select");
+  expect_gpu_matches_cpu(rows_case(Dist::kOffset, 10, 33000, 2048, 3), "split rows");
 }
 
 // Spikes exactly where the selector samples its threshold guess: the guess is far

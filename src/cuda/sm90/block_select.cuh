@@ -93,6 +93,10 @@ class BlockSelector {
     __syncthreads();
   }
 
+  // A new K for what follows (the candidates held are kept): the grid select's finish
+  // first keeps the best K - A ties, then adds the A keys known to rank above them.
+  __device__ void set_k(int32_t k) { k_ = k; }
+
   // Reduces to the min(K, n) best candidates, unsorted, in candidates()[0, return).
   __device__ int32_t reduce() {
     __syncthreads();
@@ -103,8 +107,9 @@ class BlockSelector {
   __device__ const uint64_t* candidates() const { return s_.cand; }
 
   // Final selection and sort. Returns n = min(K, candidates); thread t holds
-  // sorted entries [t * kSortItems, t * kSortItems + kSortItems) in out.
-  __device__ int32_t finish(bool by_rank, uint64_t (&out)[kSortItems]) {
+  // sorted entries [t * kSortItems, t * kSortItems + kSortItems) in out. pos_bits: every
+  // position is below 2^pos_bits - 1, so ascending position sorts on pos_bits bits alone.
+  __device__ int32_t finish(bool by_rank, uint64_t (&out)[kSortItems], int pos_bits = 32) {
     const int32_t n = reduce();
 #pragma unroll
     for (int i = 0; i < kSortItems; ++i) {
@@ -116,7 +121,9 @@ class BlockSelector {
     if (by_rank) {
       sort.SortDescending(out);
     } else {
-      sort.SortDescending(out, 0, 32);  // low word = 0xFFFFFFFF - position: ascending position
+      // low word = 0xFFFFFFFF - position: ascending position. Its bits from pos_bits up are
+      // all ones, and its low pos_bits bits are nonzero, so padding (0) still sorts last.
+      sort.SortDescending(out, 0, pos_bits);
     }
     return n;
   }

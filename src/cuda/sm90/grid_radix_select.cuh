@@ -14,8 +14,8 @@
 //      needed are the best of the E >= K - A keys with p == t.
 //   3. collect_kernel: keys with p > t go to the row's selected list (exactly A of them),
 //      keys with p == t to a tie list of kTopKTieCap (one global atomic per warp and list).
-//   4. The finish, one CTA per row: the A keys and the tie list, or, when E > kTopKTieCap
-//      (a plateau of equal scores), the A keys and a re-read of the row filtered to p == t.
+//   4. The finish, one CTA per row: the best K - A of the tie list (or, when E > kTopKTieCap,
+//      a plateau of equal scores, of a re-read of the row filtered to p == t), then the A keys.
 // Threads: 256 per counting or collecting CTA; loads are 16-byte, through L2 (__ldcg), so
 //   the later launches re-read the row from L2.
 // Shared memory: 16 KiB histogram (count), none (collect).
@@ -139,7 +139,9 @@ __global__ void __launch_bounds__(kGridThreads) grid_count_kernel(const TopKArgs
   GridRowState& st = ws.state[row];
   uint32_t* ghist = ws.hist + (row * 2 + kRound) * cuda::kTopKBins;
   for (int i = threadIdx.x; i < cuda::kTopKBins; i += kGridThreads) hist[i] = 0;
+  // Read before any thread of the last CTA can overwrite them (below).
   const uint32_t b1 = kRound == 0 ? 0u : st.prefix;
+  const uint32_t need = kRound == 0 ? uint32_t(a.k) : st.need;
   __syncthreads();
   const Chunk c = chunk_of(w, blockIdx.x, gridDim.x);
   bool nan = false;
@@ -162,12 +164,14 @@ __global__ void __launch_bounds__(kGridThreads) grid_count_kernel(const TopKArgs
   __syncthreads();
   for (int i = threadIdx.x; i < cuda::kTopKBins; i += kGridThreads)
     if (hist[i] != 0) atomicAdd(ghist + i, hist[i]);
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(&st.ticket[kRound], 1u) == gridDim.x - 1;
+  __syncthreads();  // the CTA's adds happen before thread 0's fence and ticket
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(&st.ticket[kRound], 1u) == gridDim.x - 1;
+    if (last) __threadfence();
+  }
   __syncthreads();
   if (!last) return;
-  __threadfence();
   // Thread t holds bins 4095 - 16 t down to 4080 - 16 t: a prefix sum in thread order counts
   // the keys of the bins above each thread's.
   constexpr int kPer = cuda::kTopKBins / kGridThreads;
@@ -179,7 +183,6 @@ __global__ void __launch_bounds__(kGridThreads) grid_count_kernel(const TopKArgs
   }
   uint32_t above;
   Scan(scan).ExclusiveSum(sum, above);
-  const uint32_t need = kRound == 0 ? uint32_t(a.k) : st.need;
 #pragma unroll
   for (int j = 0; j < kPer; ++j) {
     if (above < need && above + cnt[j] >= need) {

@@ -7,12 +7,13 @@
 //   (block_select.cuh): 16-byte streaming loads, double-buffered (4 float4 in flight per
 //   thread), tiles in a permuted order, a verified sampled threshold, rank keys filtered
 //   against a rising threshold, exact compaction in shared memory.
-// Few rows (heuristics.h plan_topk): the grid-wide radix select of grid_radix_select.cuh
-//   narrows each row to the keys above a 24-bit threshold prefix and the keys at it, over
-//   many CTAs per row; grid_finish_kernel then selects among those with the same
-//   BlockSelector, one CTA per row.
-// topk_merge_kernel merges the fused operator's split rows (local top-K lists).
-// Grid: one CTA per row (x = rows). Threads: 512, no specialisation.
+// Fewer rows (heuristics.h plan_topk), kSplit: each row's chunks keep their exact local
+//   top K in the workspace (topk_split_kernel); topk_merge_kernel merges them, one CTA per
+//   row (the fused operator's split rows end there too).
+// A few rows, kGrid: the grid-wide radix select of grid_radix_select.cuh narrows each row
+//   to the keys above a 24-bit threshold prefix and the keys at it, over many CTAs per row;
+//   grid_finish_kernel then selects among those with the same BlockSelector.
+// Grid: x = rows (y = splits for topk_split_kernel). Threads: 512, no specialisation.
 // Shared memory: sizeof(BlockSelectStorage) ~ 90 KiB (dynamic): two CTAs per SM.
 #include <atomic>
 #include <cmath>
@@ -182,6 +183,13 @@ __device__ void write_row(const TopKArgs& a, int64_t row, const RowWindow& w, ui
   }
 }
 
+// Bits that hold every position of the problem: positions < max_context < 2^bits, so the
+// low word of a rank key (0xFFFFFFFF - position) is nonzero in them (BlockSelector::finish).
+__device__ int position_bits(const TopKArgs& a) {
+  const int64_t m = a.rows.max_context;
+  return m >= (int64_t{1} << 31) ? 32 : 64 - __clzll(m) + (m == 0);
+}
+
 __device__ SplitCandidates split_workspace(const TopKArgs& a) {
   return SplitCandidates::in(a.workspace, a.rows.rows(), a.splits, a.k);
 }
@@ -211,13 +219,35 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_rows_kernel(c
   const RowWindow w = check_row(a, row, &scratch);
   const bool nan = w.length() > 0 && scan_logits(sel, a.logits + row * a.logits_row_stride, w.start, w.end, a.k);
   uint64_t sorted[kSortItems];
-  const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted);
+  const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted, position_bits(a));
   write_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
 }
 
-// The finish of the grid-wide select (grid_radix_select.cuh), one CTA per row: the A keys
-// above the threshold prefix t and the E keys at it (the tie list, or a re-read of the row
-// filtered to t when E overflowed it); rows of at most K positions are read whole.
+// kSplit: one chunk of a row, its exact local top K (unsorted) to the workspace.
+__global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_split_kernel(const TopKArgs a) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  auto& st = *reinterpret_cast<BlockSelectStorage*>(smem);
+  const int64_t row = blockIdx.x;
+  BlockSelector sel(st, a.k);
+  const RowWindow w = resolve_window(a.rows, row);
+  const int64_t chunk = (w.length() + a.splits - 1) / a.splits;
+  const int64_t s0 = w.start + chunk * blockIdx.y;
+  const int64_t s1 = s0 + chunk < w.end ? s0 + chunk : w.end;
+  const bool nan = s0 < s1 && scan_logits(sel, a.logits + row * a.logits_row_stride, s0, s1, a.k);
+  const int32_t n = sel.reduce();
+  const SplitCandidates ws = split_workspace(a);
+  const int64_t slot = row * a.splits + blockIdx.y;
+  for (int32_t i = threadIdx.x; i < n; i += kBlock) ws.keys[slot * a.k + i] = sel.candidates()[i];
+  if (threadIdx.x == 0) {
+    ws.counts[slot] = uint32_t(n);
+    ws.nan[slot] = nan ? 1u : 0u;
+  }
+}
+
+// The finish of the grid-wide select (grid_radix_select.cuh), one CTA per row: the best
+// K - A of the E keys at the threshold prefix t (the tie list, or a re-read of the row
+// filtered to t when E overflowed it), then the A keys above t; rows of at most K
+// positions are read whole.
 __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) grid_finish_kernel(const TopKArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
   auto& st = *reinterpret_cast<BlockSelectStorage*>(smem);
@@ -230,18 +260,22 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) grid_finish_kernel
   if (w.length() > a.k) {
     const GridSelectWorkspace ws = GridSelectWorkspace::in(a.workspace, a.rows.rows(), a.k);
     const GridRowState s = ws.state[row];
-    push_keys(sel, ws.selected + row * a.k, a.k - int32_t(s.need));
+    // The best `need` of the ties, then the A = K - need keys above them: exactly K.
+    sel.set_k(int32_t(s.need));
     if (s.ties <= uint32_t(cuda::kTopKTieCap)) {
       push_keys(sel, ws.tie + row * cuda::kTopKTieCap, int32_t(s.ties));
     } else {
       stream_logits(sel, row_ptr, w.start, w.end, [t = s.prefix](uint32_t key) { return key >> 8 == t; });
     }
+    sel.reduce();
+    sel.set_k(a.k);
+    push_keys(sel, ws.selected + row * a.k, a.k - int32_t(s.need));
     nan = s.nan != 0;
   } else if (w.length() > 0) {
     nan = stream_logits(sel, row_ptr, w.start, w.end);
   }
   uint64_t sorted[kSortItems];
-  const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted);
+  const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted, position_bits(a));
   write_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
 }
 
@@ -263,7 +297,7 @@ __global__ void __launch_bounds__(kBlock, 2) topk_merge_kernel(const TopKArgs a)
     }
   }
   uint64_t sorted[kSortItems];
-  const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted);
+  const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted, position_bits(a));
   write_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
 }
 
@@ -277,6 +311,7 @@ cudaError_t configure_kernels(size_t smem) {
   const uint64_t bit = uint64_t{1} << (dev & 63);
   if (configured.load(std::memory_order_acquire) & bit) return cudaSuccess;
   for (const void* f : {reinterpret_cast<const void*>(topk_rows_kernel),
+                        reinterpret_cast<const void*>(topk_split_kernel),
                         reinterpret_cast<const void*>(grid_finish_kernel),
                         reinterpret_cast<const void*>(topk_merge_kernel)}) {
     e = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
@@ -294,9 +329,14 @@ cudaError_t topk_over_logits(const TopKArgs& a, cudaStream_t stream) {
   const size_t smem = sizeof(BlockSelectStorage);
   cudaError_t e = configure_kernels(smem);
   if (e != cudaSuccess) return e;
-  if (a.splits <= 1) {
+  if (a.path == cuda::TopKPath::kRows || a.splits <= 1) {
     topk_rows_kernel<<<dim3(unsigned(rows), 1), kBlock, smem, stream>>>(a);
     return cudaGetLastError();
+  }
+  if (a.path == cuda::TopKPath::kSplit) {
+    topk_split_kernel<<<dim3(unsigned(rows), unsigned(a.splits)), kBlock, smem, stream>>>(a);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    return topk_merge_splits(a, stream);
   }
   // The grid-wide select: row state and histograms zeroed, two count rounds, the collect,
   // the finish.

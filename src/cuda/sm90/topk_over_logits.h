@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include "../heuristics.h"
 #include "flashindexer/problem.h"
 
 namespace flashindexer::sm90 {
@@ -15,11 +16,11 @@ struct TopKArgs {
   int32_t k;                  // 1..2048
   OutputOrder order;
   TopKOutputs out;
-  // topk_over_logits: CTAs per row of the grid-wide select (heuristics.h TopKPlan::chunks;
-  // > 1 needs TopKPlan::workspace_bytes). topk_merge_splits: local top-K lists per row
-  // (SplitCandidates in the workspace).
+  // CTAs per row (heuristics.h TopKPlan::ctas_per_row); topk_merge_splits: the local top-K
+  // lists per row (SplitCandidates in the workspace).
   int splits;
-  void* workspace;
+  void* workspace;            // TopKPlan::workspace_bytes
+  cuda::TopKPath path = cuda::TopKPath::kRows;
 };
 
 // The workspace of split rows: each (row, split) slot holds the split's exact local top K
@@ -39,8 +40,8 @@ struct SplitCandidates {
   }
 };
 
-// Enqueues the selection on `stream` (splits > 1: a memset and four launches, all
-// graph-capturable); returns the launch error, if any.
+// Enqueues the selection on `stream` (kGrid: a memset and four launches; kSplit: two
+// launches; all graph-capturable); returns the launch error, if any.
 cudaError_t topk_over_logits(const TopKArgs& args, cudaStream_t stream);
 
 // Enqueues only the exact merge of args.splits local top-K lists per row (SplitCandidates
