@@ -27,9 +27,9 @@
 // Warp roles: the scorer's (warpgroup 0 produces, 1-2 consume); selection runs on the
 //   consumers (named barriers 2, 3 per warpgroup, or 1 for both), the finish and output
 //   writes on all 256 consumer threads (named barrier 1).
-// Shared memory: the scorer's (N = 256: fp8 99 KiB, mxfp4 144 KiB) + 8 KiB of radix
+// Shared memory: the scorer's (N = 256: fp8 131 KiB, mxfp4 144 KiB) + 8 KiB of radix
 //   histogram + R x cap x 8 B of candidates, cap = what fits under the opt-in limit
-//   (H200, H = 64, R = 4: fp8 3,770, mxfp4 2,330).
+//   (H200, H = 64, R = 4: fp8 2,746, mxfp4 2,330).
 // Measured (docs/perf.md): bit-identical to dense + TopK everywhere; as fast in prefill at
 //   K <= 1024, 0.91x at K = 2048, 0.84-0.94x in decode (docs/design.md, "Next").
 #include "../../core/rank_key.h"
