@@ -191,6 +191,13 @@ inline constexpr int kLaunchRegs = 168;
 #ifndef FI_SCORER_CONSUMER_FENCE
 #define FI_SCORER_CONSUMER_FENCE 1
 #endif
+// Order-only experiment knob (same scores): FI_SCORER_PINGPONG=1 makes the two consumer
+// warpgroups that share tiles (N = 256) take turns on the tensor cores, so one's epilogue runs
+// under the other's MMAs (named barriers 4, 5). Lost with the FP8 default (cee5b4d, its
+// epilogue then latency-bound); the FP16 default's MMA path is twice as long (docs/design.md).
+#ifndef FI_SCORER_PINGPONG
+#define FI_SCORER_PINGPONG 0
+#endif
 inline constexpr int kConsumerRegs = FI_SCORER_CONSUMER_REGS;
 inline constexpr int kProducerRegs = ((kScorerThreads * kLaunchRegs - 256 * kConsumerRegs) / 128) & ~7;
 static_assert(kProducerRegs >= 24 && 128 * kProducerRegs + 256 * kConsumerRegs <= kScorerThreads * kLaunchRegs,
@@ -215,6 +222,8 @@ struct PagedScorer {
   static constexpr int kNw = kShareTiles ? kN / 2 : kN;      // columns per consumer warpgroup
   static constexpr int kRowsW = kNw / kHeads;                // rows per consumer warpgroup
   static constexpr uint32_t kEmptyArrivals = kShareTiles ? 256 : 128;
+  static constexpr bool kPingPong = FI_SCORER_PINGPONG != 0 && kShareTiles;
+  static constexpr uint32_t kTurnBarrier = 4;  // + cw: "warpgroup cw's turn" (1-3: the fused sink)
   static_assert(kN % 32 == 0 && kN <= 256 && kRows <= 8, "unsupported group shape");
   using Smem = ScorerSmem<kN, kMx>;
   // fp8 caches in the default mode score with FP16 WGMMAs in one chain (mma_tile_f16).
@@ -669,6 +678,11 @@ struct PagedScorer {
     // Lockstep: every consumer thread runs the same number of steps (with N <= 128 the
     // second warpgroup skips a missing last tile of an odd count but still steps).
     const int steps = Sink::kLockstep ? (kShareTiles ? num_tiles : (num_tiles + 1) / 2) : 0;
+    // Ping-pong: warpgroup 0 takes the first turn; each hands the tensor cores over once its
+    // MMAs are done (warpgroup 1 not after its last tile, for which no turn is waited).
+    if constexpr (kPingPong) {
+      if (cw == 1 && num_tiles > 0) ptx::named_barrier_arrive(kTurnBarrier, 256);
+    }
     for (int j = 0, i = first; Sink::kLockstep ? j < steps : i < num_tiles; ++j, i += step) {
       if constexpr (Sink::kLockstep) {
         sink.step(sm, t);
@@ -686,10 +700,14 @@ struct PagedScorer {
       float s[kRowsW][2];
 #pragma unroll
       for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = 0.0f;
+      if constexpr (kPingPong) ptx::named_barrier(kTurnBarrier + cw, 256);  // my turn
       if constexpr (kF16) {
         mma_tile_f16(acc, sm.k[stage], m0, desc_q);
       } else {
         mma_tile(acc, part, desc_k, desc_q);
+      }
+      if constexpr (kPingPong) {
+        if (cw == 0 || i + step < num_tiles) ptx::named_barrier_arrive(kTurnBarrier + (cw ^ 1), 256);
       }
       ptx::mbar_arrive(&sm.empty[stage]);
       if constexpr (FI_SCORER_EPILOGUE == 0) {
