@@ -3,7 +3,8 @@
 # variant (docs/perf.md, "Leads"), checks each quickly against the oracle and times
 # `flashindexer bench` for each. Everything that comes back is under $OUT:
 # variants.txt (summary) and variants.jsonl (bench lines tagged with "variant").
-#   usage: [POINTS="bench points"] [TESTS=gtest-filter|none] tools/scorer_variants.sh ["name[@PATCH]=NVCC FLAGS" ...]
+#   usage: [POINTS="bench points"] [TOPK_POINTS="bench-topk points"] [TESTS=gtest-filter|none]
+#          tools/scorer_variants.sh ["name[@PATCH]=NVCC FLAGS" ...]
 #   (default: the perf.md leads of the scorer; the fused operator's knobs work the same way)
 #   name@tools/experiments/x.patch=FLAGS builds a copy of the tree with that patch applied:
 #   experiments too large for a knob stay out of the sources (tools/experiments/README.md).
@@ -24,7 +25,9 @@ if [ ${#variants[@]} -eq 0 ]; then
             "profile=-DFI_FUSED_PROFILE=1")
 fi
 # Bench points per variant (each prints both accuracy modes); the worst prefill and decode.
-points=${POINTS:-"v32_prefill_8192_c65536 v4-pro_decode_b64_n1_c65536"}
+points=${POINTS-"v32_prefill_8192_c65536 v4-pro_decode_b64_n1_c65536"}
+# TOPK_POINTS: bench-topk points per variant too (e.g. "decode_b1_256k decode_b64_64k").
+topk_points=${TOPK_POINTS:-}
 # TESTS=none: timing only (no test binary built or run; for knobs that give wrong scores).
 targets=flashindexer_tests
 [ "${TESTS:-}" = none ] && targets=
@@ -69,6 +72,9 @@ for v in "${variants[@]}"; do
   : > "$LOGS/bench_$name.jsonl"
   for pt in $points; do
     timeout 100 "$dir/flashindexer" bench --json --only "$pt" >> "$LOGS/bench_$name.jsonl" 2>> "$LOGS/bench_$name.err"
+  done
+  for pt in $topk_points; do
+    timeout 100 "$dir/flashindexer" bench-topk --json --only "$pt" >> "$LOGS/bench_$name.jsonl" 2>> "$LOGS/bench_$name.err"
   done
   sed "s/^{/{\"variant\":\"$name\",\"variant_flags\":\"$flags\",\"variant_tests\":\"$tests\",/" "$LOGS/bench_$name.jsonl" \
     >> "$OUT/variants.jsonl"
