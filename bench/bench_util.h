@@ -41,6 +41,45 @@ float median_ms(F&& f, int warmup, int iters) {
   return t[t.size() / 2];
 }
 
+// Median of `iters` event-timed replays of a CUDA graph captured from one enqueue(stream)
+// call, after `warmup` replays: the device time of the work without the host's launch
+// overhead (how inference servers run decode). < 0 if capture or replay fails.
+template <typename F>
+float median_graph_ms(F&& enqueue, int warmup, int iters) {
+  cudaStream_t s = nullptr;
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t x = nullptr;
+  cudaEvent_t a = nullptr, b = nullptr;
+  float result = -1.0f;
+  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess &&
+      cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
+    enqueue(s);
+    if (cudaStreamEndCapture(s, &g) == cudaSuccess && cudaGraphInstantiate(&x, g, 0) == cudaSuccess &&
+        cudaEventCreate(&a) == cudaSuccess && cudaEventCreate(&b) == cudaSuccess) {
+      bool ok = true;
+      for (int i = 0; i < warmup && ok; ++i) ok = cudaGraphLaunch(x, s) == cudaSuccess;
+      std::vector<float> t;
+      for (int i = 0; i < iters && ok; ++i) {
+        float ms = 0;
+        ok = cudaEventRecord(a, s) == cudaSuccess && cudaGraphLaunch(x, s) == cudaSuccess &&
+             cudaEventRecord(b, s) == cudaSuccess && cudaEventSynchronize(b) == cudaSuccess &&
+             cudaEventElapsedTime(&ms, a, b) == cudaSuccess;
+        t.push_back(ms);
+      }
+      if (ok && !t.empty()) {
+        std::sort(t.begin(), t.end());
+        result = t[t.size() / 2];
+      }
+    }
+  }
+  if (a) cudaEventDestroy(a);
+  if (b) cudaEventDestroy(b);
+  if (x) cudaGraphExecDestroy(x);
+  if (g) cudaGraphDestroy(g);
+  if (s) cudaStreamDestroy(s);
+  return result;
+}
+
 // Device-to-device copy bandwidth (bytes read + written), GB/s; < 0 on error.
 double copy_floor_gbps(size_t bytes = size_t(1) << 31);
 
