@@ -202,6 +202,23 @@ TEST(GpuTopK, SpreadRowsWithThresholdInNaNsOrTies) {
     }
 }
 
+// Ascending position through the bitmap of the window (block_select.cuh, windows up to
+// 262,144 positions) and through the radix sort beyond it, on every path: the grid-wide
+// select (2 rows), split + merge (12 rows), one CTA per row (264 rows = 2 x 132 SMs).
+TEST(GpuTopK, PositionOrderOnBothSidesOfTheBitmapLimit) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t rows : {int64_t(2), int64_t(12), int64_t(264)})
+    for (int64_t width : {int64_t(262144), int64_t(262145), int64_t(266000)}) {
+      if (rows == 264 && width == 262145) continue;  // the largest case once on each side
+      LogitsCase c = rows_case(Dist::kGaussian, rows, width, 2048, 3 + uint32_t(rows));
+      for (int64_t r = 0; r < rows; ++r) {  // full windows, ends on both sides of the limit
+        c.start[size_t(r)] = 0;
+        c.end[size_t(r)] = int32_t(width - (r % 2));
+      }
+      expect_gpu_matches_cpu(c, "rows " + std::to_string(rows) + " width " + std::to_string(width));
+    }
+}
+
 TEST(GpuTopK, DecodeRowsSlotsAndRowStatus) {
   SKIP_WITHOUT_GPU();
   for (int64_t requests : {int64_t(2), int64_t(64), int64_t(300)}) {

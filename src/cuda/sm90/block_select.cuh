@@ -7,9 +7,10 @@
 //   passes). When fewer than two tiles of room are left, compact(): the K-th best key
 //   by radix select (radix_select.cuh, shared with the fused operator), tau rises to it
 //   and exactly K keys are kept, in place. Exact and bounded by construction. finish()
-//   sorts the final min(K, n) keys (cub::BlockRadixSort, by position or by rank).
+//   orders the final min(K, n) keys: by position through a bitmap of the window (each
+//   key's rank is a popcount prefix; no sort), or by rank (cub::BlockRadixSort).
 // Threads: kBlock = 512, all do every phase (no warp specialisation).
-// Shared memory: kCap * 8 = 80 KiB candidates (the sort aliases them) + 8 KiB
+// Shared memory: kCap * 8 = 80 KiB candidates (the sort and the bitmap alias them) + 8 KiB
 //   histogram + scalars: two CTAs per SM.
 #pragma once
 
@@ -107,16 +108,25 @@ class BlockSelector {
   __device__ const uint64_t* candidates() const { return s_.cand; }
 
   // Final selection and sort. Returns n = min(K, candidates); thread t holds
-  // sorted entries [t * kSortItems, t * kSortItems + kSortItems) in out. pos_bits: every
-  // position is below 2^pos_bits - 1, so ascending position sorts on pos_bits bits alone.
-  __device__ int32_t finish(bool by_rank, uint64_t (&out)[kSortItems], int pos_bits = 32) {
+  // sorted entries [t * kSortItems, t * kSortItems + kSortItems) in out. Every candidate's
+  // position lies in the window [start, start + len). Ascending position: a bitmap of the
+  // window ranks each position (rank_by_bitmap) when it fits, else (and by rank) a radix
+  // sort; pos_bits: every position is below 2^pos_bits - 1, so that sort needs pos_bits bits.
+  __device__ int32_t finish(bool by_rank, uint64_t (&out)[kSortItems], int pos_bits, int64_t start, int64_t len) {
     const int32_t n = reduce();
+    bool outside = false;
 #pragma unroll
     for (int i = 0; i < kSortItems; ++i) {
       const int idx = threadIdx.x * kSortItems + i;
       out[i] = idx < n ? s_.cand[idx] : 0ull;  // 0 sorts last in both orders below
+      outside |= idx < n && uint64_t(int64_t(rank_key_position(out[i])) - start) >= uint64_t(len);
     }
-    __syncthreads();  // the sort storage aliases cand
+    // The barrier also ends the reads of cand: the sort storage and the bitmap alias it.
+    if (!by_rank && len <= kBitmapMaxLen && !__syncthreads_or(outside)) {
+      rank_by_bitmap(out, n, start, len);
+      return n;
+    }
+    __syncthreads();
     typename BlockSelectStorage::Sort sort(s_.sort);
     if (by_rank) {
       sort.SortDescending(out);
@@ -128,7 +138,56 @@ class BlockSelector {
     return n;
   }
 
- private:
+  // Longest window for rank_by_bitmap: past the kMaxK sorted keys, the candidate buffer
+  // holds 2 (kCap - kMaxK) 32-bit words, one bitmap word and one prefix per 32 positions.
+  static constexpr int kBitmapWords = kCap - kMaxK;
+  static constexpr int64_t kBitmapMaxLen = int64_t(kBitmapWords) * 32;
+
+  private:
+  // Ascending position without a sort: one bit per window position, an exclusive prefix of
+  // the set bits per 32-bit word, and each key's rank = the prefix of its word + the set bits
+  // below it in that word. Shared memory (inside cand): sorted[kMaxK] keys, bits[words],
+  // prefix[words]. Entered after a barrier that ended every read of cand.
+  __device__ void rank_by_bitmap(uint64_t (&out)[kSortItems], int32_t n, int64_t start, int64_t len) {
+    uint64_t* sorted = s_.cand;
+    uint32_t* bits = reinterpret_cast<uint32_t*>(s_.cand + kMaxK);
+    uint32_t* prefix = bits + kBitmapWords;
+    const int words = int((len + 31) / 32);
+    for (int i = threadIdx.x; i < words; i += kBlock) bits[i] = 0;
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kSortItems; ++i)
+      if (int(threadIdx.x) * kSortItems + i < n) {
+        const uint32_t off = uint32_t(rank_key_position(out[i]) - start);
+        atomicOr(&bits[off >> 5], 1u << (off & 31));
+      }
+    __syncthreads();
+    // Thread t owns words [t * per, t * per + per): its set bits, then a block-wide scan.
+    const int per = (words + kBlock - 1) / kBlock;
+    const int w0 = int(threadIdx.x) * per;
+    const int w1 = w0 + per < words ? w0 + per : words;
+    uint32_t mine = 0;
+    for (int w = w0; w < w1; ++w) mine += __popc(bits[w]);
+    uint32_t before = BlockRadixSelect::exclusive_sum(s_.select, threadIdx.x, mine);
+    for (int w = w0; w < w1; ++w) {
+      prefix[w] = before;
+      before += __popc(bits[w]);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kSortItems; ++i)
+      if (int(threadIdx.x) * kSortItems + i < n) {
+        const uint32_t off = uint32_t(rank_key_position(out[i]) - start);
+        sorted[prefix[off >> 5] + __popc(bits[off >> 5] & ((1u << (off & 31)) - 1u))] = out[i];
+      }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kSortItems; ++i) {
+      const int idx = threadIdx.x * kSortItems + i;
+      out[i] = idx < n ? sorted[idx] : 0ull;
+    }
+  }
+
   // One barrier per tile. A thread may see a count that misses the previous tile's
   // appends (at most kTile keys), so compact while two tiles of room remain.
   __device__ void make_room() {

@@ -11,8 +11,8 @@
 //   top K in the workspace (topk_split_kernel); topk_merge_kernel merges them, one CTA per
 //   row (the fused operator's split rows end there too).
 // A few rows, kGrid: the grid-wide radix select of grid_radix_select.cuh narrows each row
-//   to the keys above a 24-bit threshold prefix and the keys at it, over many CTAs per row;
-//   grid_finish_kernel then selects among those with the same BlockSelector.
+//   to the keys above a 12- or 24-bit threshold prefix and the keys at it, over many CTAs
+//   per row; grid_finish_kernel then selects among those with the same BlockSelector.
 // Grid: x = rows (y = splits for topk_split_kernel). Threads: 512, no specialisation.
 // Shared memory: sizeof(BlockSelectStorage) ~ 90 KiB (dynamic): two CTAs per SM.
 #include <atomic>
@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_rows_kernel(c
   const RowWindow w = check_row(a, row, &scratch);
   const bool nan = w.length() > 0 && scan_logits(sel, a.logits + row * a.logits_row_stride, w.start, w.end, a.k);
   uint64_t sorted[kSortItems];
-  const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted, position_bits(a));
+  const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted, position_bits(a), w.start, w.length());
   write_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
 }
 
@@ -265,7 +265,8 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) grid_finish_kernel
     if (s.ties <= uint32_t(cuda::kTopKTieCap)) {
       push_keys(sel, ws.tie + row * cuda::kTopKTieCap, int32_t(s.ties));
     } else {
-      stream_logits(sel, row_ptr, w.start, w.end, [t = s.prefix](uint32_t key) { return key >> 8 == t; });
+      stream_logits(sel, row_ptr, w.start, w.end,
+                    [t = s.prefix, shift = threshold_shift(s)](uint32_t key) { return key >> shift == t; });
     }
     sel.reduce();
     sel.set_k(a.k);
@@ -275,7 +276,7 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) grid_finish_kernel
     nan = stream_logits(sel, row_ptr, w.start, w.end);
   }
   uint64_t sorted[kSortItems];
-  const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted, position_bits(a));
+  const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted, position_bits(a), w.start, w.length());
   write_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
 }
 
@@ -297,7 +298,7 @@ __global__ void __launch_bounds__(kBlock, 2) topk_merge_kernel(const TopKArgs a)
     }
   }
   uint64_t sorted[kSortItems];
-  const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted, position_bits(a));
+  const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted, position_bits(a), w.start, w.length());
   write_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
 }
 
