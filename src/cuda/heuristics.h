@@ -28,7 +28,7 @@ inline constexpr int kTopKMaxChunks = 256;
 inline constexpr int64_t kTopKMinChunk = 2048;
 inline constexpr int kTopKMaxSplits = 64;
 inline constexpr int kTopKBins = 4096;       // 12-bit digits, two rounds: the top 24 key bits
-inline constexpr int32_t kTopKTieCap = 4096;  // keys sharing the threshold's 12- or 24-bit prefix
+inline constexpr int32_t kTopKTieCap = 4096;  // keys sharing the threshold's 24-bit prefix
 inline constexpr size_t kTopKRowStateBytes = 32;
 
 struct TopKPlan {

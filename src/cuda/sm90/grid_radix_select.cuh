@@ -9,10 +9,9 @@
 //   1. count_kernel<0>: each CTA counts its chunk's keys by f >> 20 in a shared histogram
 //      and adds it to the row's global one; the row's last CTA (an atomic ticket) finds the
 //      bin b1 holding the K-th key and how many keys lie above it.
-//   2. count_kernel<1>, only when bin b1 holds more keys than the tie list (below): the same
-//      over the keys of bin b1, by (f >> 8) & 0xFFF: bin b2. Now with t = (b1 << 12) | b2 and
-//      p = f >> 8 (or t = b1 and p = f >> 20 when round 1 was skipped): A < K keys have p > t,
-//      and the K - A still needed are the best of the E >= K - A keys with p == t.
+//   2. count_kernel<1>: the same over the keys of bin b1, by (f >> 8) & 0xFFF: bin b2. Now
+//      with t = (b1 << 12) | b2 and p = f >> 8: A < K keys have p > t, and the K - A still
+//      needed are the best of the E >= K - A keys with p == t.
 //   3. collect_kernel: keys with p > t go to the row's selected list (exactly A of them),
 //      keys with p == t to a tie list of kTopKTieCap (one global atomic per warp and list).
 //   4. The finish, one CTA per row: the best K - A of the tie list (or, when E > kTopKTieCap,
@@ -44,18 +43,15 @@ inline constexpr int kGridThreads = 256;
 
 // Per row; zeroed before the first launch of each call.
 struct GridRowState {
-  uint32_t ticket[2];  // CTAs done in count rounds 0 and 1 (ticket[1] == 0: round 1 skipped)
+  uint32_t ticket[2];  // CTAs done in count rounds 0 and 1
   uint32_t nan;        // count 0: 1 if the window holds a NaN
-  uint32_t prefix;     // after count 0: b1; after count 1: t = (b1 << 12) | b2 (threshold_shift)
+  uint32_t prefix;     // after count 0: b1; after count 1: t = (b1 << 12) | b2
   uint32_t need;       // keys still needed among the keys of that prefix
   uint32_t ties;       // after count 1: E, the keys with p == t
   uint32_t selected;   // collect: keys appended to the selected list (A)
   uint32_t tied;       // collect: keys with p == t seen (the list keeps kTopKTieCap)
 };
 static_assert(sizeof(GridRowState) == cuda::kTopKRowStateBytes);
-
-// The threshold prefix is f >> threshold_shift: 24 bits when count round 1 ran, else 12.
-__device__ __forceinline__ int threshold_shift(const GridRowState& st) { return st.ticket[1] != 0 ? 8 : 20; }
 
 struct GridSelectWorkspace {
   uint32_t* hist;         // [rows, 2, kTopKBins] zeroed
@@ -158,8 +154,6 @@ __global__ void __launch_bounds__(kGridThreads) grid_count_kernel(const TopKArgs
   // Read before any thread of the last CTA can overwrite them (below).
   const uint32_t b1 = kRound == 0 ? 0u : st.prefix;
   const uint32_t need = kRound == 0 ? uint32_t(a.k) : st.need;
-  // Bin b1 fits the tie list whole: the collect takes it as it is (threshold_shift 20).
-  if (kRound == 1 && st.ties <= uint32_t(cuda::kTopKTieCap)) return;
   __syncthreads();
   const Chunk c = chunk_of(w, blockIdx.x, gridDim.x);
   bool nan = false;
@@ -245,7 +239,6 @@ __global__ void __launch_bounds__(kGridThreads) grid_collect_kernel(const TopKAr
   const GridSelectWorkspace ws = GridSelectWorkspace::in(a.workspace, a.rows.rows(), a.k);
   GridRowState& st = ws.state[row];
   const uint32_t t = st.prefix;
-  const int shift = threshold_shift(st);
   uint64_t* selected = ws.selected + row * a.k;
   uint64_t* tie = ws.tie + row * cuda::kTopKTieCap;
   const Chunk c = chunk_of(w, blockIdx.x, gridDim.x);
@@ -254,8 +247,8 @@ __global__ void __launch_bounds__(kGridThreads) grid_collect_kernel(const TopKAr
                                bool above[4], at[4];
 #pragma unroll
                                for (int j = 0; j < 4; ++j) {
-                                 above[j] = valid[j] && key[j] >> shift > t;
-                                 at[j] = valid[j] && key[j] >> shift == t;
+                                 above[j] = valid[j] && key[j] >> 8 > t;
+                                 at[j] = valid[j] && key[j] >> 8 == t;
                                }
                                warp_append(above, key, pos, &st.selected, selected, uint32_t(a.k));
                                warp_append(at, key, pos, &st.tied, tie, uint32_t(cuda::kTopKTieCap));

@@ -11,8 +11,8 @@
 //   top K in the workspace (topk_split_kernel); topk_merge_kernel merges them, one CTA per
 //   row (the fused operator's split rows end there too).
 // A few rows, kGrid: the grid-wide radix select of grid_radix_select.cuh narrows each row
-//   to the keys above a 12- or 24-bit threshold prefix and the keys at it, over many CTAs
-//   per row; grid_finish_kernel then selects among those with the same BlockSelector.
+//   to the keys above a 24-bit threshold prefix and the keys at it, over many CTAs per row;
+//   grid_finish_kernel then selects among those with the same BlockSelector.
 // Grid: x = rows (y = splits for topk_split_kernel). Threads: 512, no specialisation.
 // Shared memory: sizeof(BlockSelectStorage) ~ 90 KiB (dynamic): two CTAs per SM.
 #include <atomic>
@@ -265,8 +265,7 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) grid_finish_kernel
     if (s.ties <= uint32_t(cuda::kTopKTieCap)) {
       push_keys(sel, ws.tie + row * cuda::kTopKTieCap, int32_t(s.ties));
     } else {
-      stream_logits(sel, row_ptr, w.start, w.end,
-                    [t = s.prefix, shift = threshold_shift(s)](uint32_t key) { return key >> shift == t; });
+      stream_logits(sel, row_ptr, w.start, w.end, [t = s.prefix](uint32_t key) { return key >> 8 == t; });
     }
     sel.reduce();
     sel.set_k(a.k);
