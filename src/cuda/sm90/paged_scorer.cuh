@@ -191,12 +191,14 @@ inline constexpr int kLaunchRegs = 168;
 #ifndef FI_SCORER_CONSUMER_FENCE
 #define FI_SCORER_CONSUMER_FENCE 1
 #endif
-// Order-only experiment knob (same scores): FI_SCORER_PINGPONG=1 makes the two consumer
-// warpgroups that share tiles (N = 256) take turns on the tensor cores, so one's epilogue runs
-// under the other's MMAs (named barriers 4, 5). Lost with the FP8 default (cee5b4d, its
-// epilogue then latency-bound); the FP16 default's MMA path is twice as long (docs/design.md).
+// Ping-pong (order only, same scores): the two consumer warpgroups that share tiles (N = 256)
+// take turns on the tensor cores, so one's epilogue runs under the other's MMAs (named
+// barriers 4, 5). Measured at d000f7a (docs/perf.md, session 8): dense fp8 in the default
+// mode (FP16 chain) 1.09x faster; the FP8 chains (kReduced) and the fused sink, whose
+// per-tile step barrier lets only one epilogue hide, 2-3% slower. FI_SCORER_PINGPONG: 0 never,
+// 1 wherever tiles are shared, 2 (default) only for the FP16 chain of a non-lockstep sink.
 #ifndef FI_SCORER_PINGPONG
-#define FI_SCORER_PINGPONG 0
+#define FI_SCORER_PINGPONG 2
 #endif
 inline constexpr int kConsumerRegs = FI_SCORER_CONSUMER_REGS;
 inline constexpr int kProducerRegs = ((kScorerThreads * kLaunchRegs - 256 * kConsumerRegs) / 128) & ~7;
@@ -222,7 +224,6 @@ struct PagedScorer {
   static constexpr int kNw = kShareTiles ? kN / 2 : kN;      // columns per consumer warpgroup
   static constexpr int kRowsW = kNw / kHeads;                // rows per consumer warpgroup
   static constexpr uint32_t kEmptyArrivals = kShareTiles ? 256 : 128;
-  static constexpr bool kPingPong = FI_SCORER_PINGPONG != 0 && kShareTiles;
   static constexpr uint32_t kTurnBarrier = 4;  // + cw: "warpgroup cw's turn" (1-3: the fused sink)
   static_assert(kN % 32 == 0 && kN <= 256 && kRows <= 8, "unsupported group shape");
   using Smem = ScorerSmem<kN, kMx>;
@@ -639,6 +640,8 @@ struct PagedScorer {
   // the pass and the NaN flags live in registers: the loop reads only the key scales.
   template <class Sink>
   __device__ static void consume(Smem& sm, int cw, Sink& sink) {
+    constexpr bool kPingPong =
+        kShareTiles && (FI_SCORER_PINGPONG == 1 || (FI_SCORER_PINGPONG == 2 && kF16 && !Sink::kLockstep));
     const int t = threadIdx.x - 128;  // 0..255
     const int lane = t & 31, warp = (t >> 5) & 3;
     const int m0 = warp * 16 + (lane >> 2), m1 = m0 + 8;
