@@ -5,7 +5,10 @@
 //   waits on one CTA's compactions. The finish (topk_over_logits.cu) selects and sorts with
 //   the same BlockSelector as the one-CTA-per-row kernel, so outputs are the same bits.
 // Algorithm, on the 32-bit float key f (rank_key.h) of every position of the window, in
-//   launches after a memset of the row state (graph-capturable; no grid barrier, pitfall 7):
+//   launches after grid_zero_kernel clears the row state (graph-capturable; no grid barrier,
+//   pitfall 7). Each launch is a programmatic dependent of the one before: it starts while
+//   that one ends, does what needs none of its results (window checks, shared-memory set-up,
+//   count 0: its whole chunk's histogram), then waits for it (ptx::wait_for_previous_kernel).
 //   1. count_kernel<0>: each CTA counts its chunk's keys by f >> 20 in a shared histogram
 //      and adds it to the row's global one; the row's last CTA (an atomic ticket) finds the
 //      bin b1 holding the K-th key and how many keys lie above it.
@@ -27,6 +30,7 @@
 #include "../../core/rank_key.h"
 #include "../../core/row_window.h"
 #include "../heuristics.h"
+#include "ptx.cuh"
 #include "topk_over_logits.h"
 
 namespace flashindexer::sm90 {
@@ -67,6 +71,13 @@ struct GridSelectWorkspace {
     return w;
   }
 };
+
+// Clears `words` 32-bit words (the rows' histograms and states) before count round 0.
+__global__ void __launch_bounds__(kGridThreads) grid_zero_kernel(uint32_t* p, int64_t words) {
+  ptx::launch_dependents();
+  for (int64_t i = blockIdx.x * int64_t(kGridThreads) + threadIdx.x; i < words; i += int64_t(gridDim.x) * kGridThreads)
+    p[i] = 0;
+}
 
 // The chunk [s0, s1) of the window that CTA `chunk` of `chunks` handles: equal parts, each a
 // multiple of 4 positions long (so every chunk has the window's 16-byte alignment phase).
@@ -144,6 +155,7 @@ __global__ void __launch_bounds__(kGridThreads) grid_count_kernel(const TopKArgs
   __shared__ bool last;
   using Scan = cub::BlockScan<uint32_t, kGridThreads>;
   __shared__ typename Scan::TempStorage scan;
+  ptx::launch_dependents();
   const int64_t row = blockIdx.y;
   const RowWindow w = resolve_window(a.rows, row);
   if (w.status != 0 || w.length() <= a.k) return;  // the finish reads short rows whole
@@ -151,6 +163,8 @@ __global__ void __launch_bounds__(kGridThreads) grid_count_kernel(const TopKArgs
   GridRowState& st = ws.state[row];
   uint32_t* ghist = ws.hist + (row * 2 + kRound) * cuda::kTopKBins;
   for (int i = threadIdx.x; i < cuda::kTopKBins; i += kGridThreads) hist[i] = 0;
+  // Round 1 needs round 0's bin; round 0 counts its chunk first and waits before its flush.
+  if (kRound == 1) ptx::wait_for_previous_kernel();
   // Read before any thread of the last CTA can overwrite them (below).
   const uint32_t b1 = kRound == 0 ? 0u : st.prefix;
   const uint32_t need = kRound == 0 ? uint32_t(a.k) : st.need;
@@ -172,6 +186,7 @@ __global__ void __launch_bounds__(kGridThreads) grid_count_kernel(const TopKArgs
                                  if ((threadIdx.x & 31) == 0 && same != 0) atomicAdd(&hist[bin0], __popc(same));
                                }
                              });
+  if (kRound == 0) ptx::wait_for_previous_kernel();  // the zeroed histograms and state
   if (kRound == 0 && __syncthreads_or(nan) && threadIdx.x == 0) atomicOr(&st.nan, 1u);
   __syncthreads();
   for (int i = threadIdx.x; i < cuda::kTopKBins; i += kGridThreads)
@@ -233,9 +248,11 @@ __device__ __forceinline__ void warp_append(const bool (&take)[4], const uint32_
 
 // Keys above the threshold prefix t to the selected list, keys at t to the tie list.
 __global__ void __launch_bounds__(kGridThreads) grid_collect_kernel(const TopKArgs a) {
+  ptx::launch_dependents();
   const int64_t row = blockIdx.y;
   const RowWindow w = resolve_window(a.rows, row);
   if (w.status != 0 || w.length() <= a.k) return;
+  ptx::wait_for_previous_kernel();
   const GridSelectWorkspace ws = GridSelectWorkspace::in(a.workspace, a.rows.rows(), a.k);
   GridRowState& st = ws.state[row];
   const uint32_t t = st.prefix;

@@ -62,6 +62,14 @@ __device__ __forceinline__ bool named_barrier_or(uint32_t id, uint32_t threads, 
   return r != 0;
 }
 
+// ---- programmatic dependent launch (a chain of kernels on one stream) ----
+// The next kernel of the stream, if launched with the programmatic-serialization attribute,
+// may start once every CTA of this one has called this (or exited).
+__device__ __forceinline__ void launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+// Blocks until the stream's previous kernel has completed and its writes are visible; returns
+// at once in a kernel that was not launched as a programmatic dependent.
+__device__ __forceinline__ void wait_for_previous_kernel() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
 // ---- register reallocation between warpgroups ----
 template <int kRegs>
 __device__ __forceinline__ void regs_dealloc() {

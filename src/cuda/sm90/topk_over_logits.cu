@@ -227,6 +227,7 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_rows_kernel(c
 __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_split_kernel(const TopKArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
   auto& st = *reinterpret_cast<BlockSelectStorage*>(smem);
+  ptx::launch_dependents();  // the merge may start its row checks
   const int64_t row = blockIdx.x;
   BlockSelector sel(st, a.k);
   const RowWindow w = resolve_window(a.rows, row);
@@ -247,7 +248,7 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_split_kernel(
 // The finish of the grid-wide select (grid_radix_select.cuh), one CTA per row: the best
 // K - A of the E keys at the threshold prefix t (the tie list, or a re-read of the row
 // filtered to t when E overflowed it), then the A keys above t; rows of at most K
-// positions are read whole.
+// positions are read whole. A programmatic dependent of the collect: checks its row first.
 __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) grid_finish_kernel(const TopKArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
   auto& st = *reinterpret_cast<BlockSelectStorage*>(smem);
@@ -255,6 +256,7 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) grid_finish_kernel
   const int64_t row = blockIdx.x;
   BlockSelector sel(st, a.k);
   const RowWindow w = check_row(a, row, &scratch);
+  ptx::wait_for_previous_kernel();
   const float* row_ptr = a.logits + row * a.logits_row_stride;
   bool nan = false;
   if (w.length() > a.k) {
@@ -279,7 +281,8 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) grid_finish_kernel
   write_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
 }
 
-// Exact merge of the splits' local top K of each row.
+// Exact merge of the splits' local top K of each row. A programmatic dependent of the
+// kernel that wrote the splits: checks its row first.
 __global__ void __launch_bounds__(kBlock, 2) topk_merge_kernel(const TopKArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
   auto& st = *reinterpret_cast<BlockSelectStorage*>(smem);
@@ -287,6 +290,7 @@ __global__ void __launch_bounds__(kBlock, 2) topk_merge_kernel(const TopKArgs a)
   const int64_t row = blockIdx.x;
   BlockSelector sel(st, a.k);
   const RowWindow w = check_row(a, row, &scratch);
+  ptx::wait_for_previous_kernel();
   const SplitCandidates ws = split_workspace(a);
   bool nan = false;
   if (w.status == 0) {
@@ -321,6 +325,24 @@ cudaError_t configure_kernels(size_t smem) {
   return cudaSuccess;
 }
 
+// kernel<<<grid, block, smem, stream>>>(a) as a programmatic dependent of the stream's
+// previous kernel: it may start while that one runs, and waits for it
+// (ptx::wait_for_previous_kernel) before reading what it wrote.
+cudaError_t launch_dependent(void (*kernel)(TopKArgs), dim3 grid, int block, size_t smem, cudaStream_t stream,
+                             const TopKArgs& a) {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(unsigned(block));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, a);
+}
+
 }  // namespace
 
 cudaError_t topk_over_logits(const TopKArgs& a, cudaStream_t stream) {
@@ -339,15 +361,16 @@ cudaError_t topk_over_logits(const TopKArgs& a, cudaStream_t stream) {
     return topk_merge_splits(a, stream);
   }
   // The grid-wide select: row state and histograms zeroed, two count rounds, the collect,
-  // the finish.
-  e = cudaMemsetAsync(a.workspace, 0, cuda::topk_zeroed_bytes(rows), stream);
-  if (e != cudaSuccess) return e;
+  // the finish; each launch after the zeroing a programmatic dependent of the one before.
+  const int64_t words = int64_t(cuda::topk_zeroed_bytes(rows) / 4);
+  grid_zero_kernel<<<unsigned((words + 4 * kGridThreads - 1) / (4 * kGridThreads)), kGridThreads, 0, stream>>>(
+      static_cast<uint32_t*>(a.workspace), words);
+  if (e = cudaGetLastError(); e != cudaSuccess) return e;
   const dim3 grid(unsigned(a.splits), unsigned(rows));
-  grid_count_kernel<0><<<grid, kGridThreads, 0, stream>>>(a);
-  grid_count_kernel<1><<<grid, kGridThreads, 0, stream>>>(a);
-  grid_collect_kernel<<<grid, kGridThreads, 0, stream>>>(a);
-  grid_finish_kernel<<<unsigned(rows), kBlock, smem, stream>>>(a);
-  return cudaGetLastError();
+  if (e = launch_dependent(grid_count_kernel<0>, grid, kGridThreads, 0, stream, a); e != cudaSuccess) return e;
+  if (e = launch_dependent(grid_count_kernel<1>, grid, kGridThreads, 0, stream, a); e != cudaSuccess) return e;
+  if (e = launch_dependent(grid_collect_kernel, grid, kGridThreads, 0, stream, a); e != cudaSuccess) return e;
+  return launch_dependent(grid_finish_kernel, dim3(unsigned(rows)), kBlock, smem, stream, a);
 }
 
 cudaError_t topk_merge_splits(const TopKArgs& a, cudaStream_t stream) {
@@ -355,8 +378,7 @@ cudaError_t topk_merge_splits(const TopKArgs& a, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   const size_t smem = sizeof(BlockSelectStorage);
   if (cudaError_t e = configure_kernels(smem); e != cudaSuccess) return e;
-  topk_merge_kernel<<<unsigned(rows), kBlock, smem, stream>>>(a);
-  return cudaGetLastError();
+  return launch_dependent(topk_merge_kernel, dim3(unsigned(rows)), kBlock, smem, stream, a);
 }
 
 }  // namespace flashindexer::sm90
