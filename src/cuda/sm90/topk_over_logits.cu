@@ -327,12 +327,16 @@ cudaError_t configure_kernels(size_t smem) {
 
 // kernel<<<grid, block, smem, stream>>>(a) as a programmatic dependent of the stream's
 // previous kernel: it may start while that one runs, and waits for it
-// (ptx::wait_for_previous_kernel) before reading what it wrote.
+// (ptx::wait_for_previous_kernel) before reading what it wrote. Experiment knob
+// FI_TOPK_PDL=0: plain stream order (the waits then return at once).
+#ifndef FI_TOPK_PDL
+#define FI_TOPK_PDL 1
+#endif
 cudaError_t launch_dependent(void (*kernel)(TopKArgs), dim3 grid, int block, size_t smem, cudaStream_t stream,
                              const TopKArgs& a) {
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
+  attr.val.programmaticStreamSerializationAllowed = FI_TOPK_PDL;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(unsigned(block));
