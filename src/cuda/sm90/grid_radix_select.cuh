@@ -37,14 +37,6 @@ namespace flashindexer::sm90 {
 
 inline constexpr int kGridThreads = 256;
 
-// Experiment knob (same results): FI_TOPK_GRID_LDG=1 reads the logits through the read-only
-// path with unconditional loads. With __ldcg (LDG.STRONG.GPU) ptxas issues each float4 only
-// after the previous one's keys went through the shared atomics (SASS, tools/sass.sh); with
-// it, count round 1 and the collect put all four in flight (round 0: 2 + 1 + 1).
-#ifndef FI_TOPK_GRID_LDG
-#define FI_TOPK_GRID_LDG 0
-#endif
-
 // Per row; zeroed before the first launch of each call.
 struct GridRowState {
   uint32_t ticket[2];  // CTAs done in count rounds 0 and 1
@@ -122,11 +114,7 @@ __device__ __forceinline__ void for_each_key(const float* row, int64_t s0, int64
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t i = base + u * kThreads + t;
-#if FI_TOPK_GRID_LDG
-      x[u] = __ldg(vec + (i < nvec ? i : nvec - 1));  // unconditional: the loads go out together
-#else
       if (i < nvec) x[u] = __ldcg(vec + i);
-#endif
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
