@@ -40,8 +40,8 @@ struct SplitCandidates {
   }
 };
 
-// Enqueues the selection on `stream` (kGrid: a memset and four launches; kSplit: two
-// launches; all graph-capturable); returns the launch error, if any.
+// Enqueues the selection on `stream` (kGrid: five launches, the last four programmatic
+// dependents; kSplit: two launches; all graph-capturable); returns the launch error, if any.
 cudaError_t topk_over_logits(const TopKArgs& args, cudaStream_t stream);
 
 // Enqueues only the exact merge of args.splits local top-K lists per row (SplitCandidates
