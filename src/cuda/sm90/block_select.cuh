@@ -19,6 +19,7 @@
 
 #include "../../core/rank_key.h"
 #include "radix_select.cuh"
+#include "warp_reserve.cuh"
 
 namespace flashindexer::sm90 {
 
@@ -199,17 +200,7 @@ class BlockSelector {
   __device__ void append(const bool (&pass)[4], KeyOf&& key_of) {
     const uint32_t mine = uint32_t(pass[0]) + uint32_t(pass[1]) + uint32_t(pass[2]) + uint32_t(pass[3]);
     if (__ballot_sync(0xffffffffu, mine != 0) == 0) return;
-    const int lane = threadIdx.x & 31;
-    uint32_t incl = mine;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const uint32_t v = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += v;
-    }
-    const uint32_t total = __shfl_sync(0xffffffffu, incl, 31);
-    uint32_t base = 0;
-    if (lane == 31) base = atomicAdd(&s_.count, total);
-    base = __shfl_sync(0xffffffffu, base, 31) + incl - mine;
+    uint32_t base = warp_reserve(mine, &s_.count);
 #pragma unroll
     for (int i = 0; i < 4; ++i)
       if (pass[i]) s_.cand[base++] = key_of(i);

@@ -31,6 +31,7 @@
 #include "../../core/row_window.h"
 #include "../heuristics.h"
 #include "ptx.cuh"
+#include "warp_reserve.cuh"
 #include "topk_over_logits.h"
 
 namespace flashindexer::sm90 {
@@ -82,23 +83,36 @@ __device__ __forceinline__ Chunk chunk_of(const RowWindow& w, int chunk, int chu
   return {s0, s0 + c < w.end ? s0 + c : w.end};
 }
 
+// logits[s0, s1) of one row as 16-byte loads: `head` scalars up to the first 16-byte
+// boundary, `nvec` float4 from s0 + head, then `tail` scalars (head, tail <= 3).
+struct AlignedSpan {
+  int64_t head, nvec, tail;
+  __device__ __forceinline__ AlignedSpan(const float* row, int64_t s0, int64_t s1) {
+    const int64_t len = s1 - s0;
+    const int64_t lead = int64_t((16 - (reinterpret_cast<uintptr_t>(row + s0) & 15)) & 15) / 4;
+    head = len < lead ? len : lead;
+    nvec = (len - head) / 4;
+    tail = len - head - nvec * 4;
+  }
+  // The position that thread t reads as a scalar (head first, then tail), or -1.
+  __device__ __forceinline__ int64_t scalar_position(int64_t s0, int t) const {
+    return t < head ? s0 + t : (t < head + tail ? s0 + head + nvec * 4 + (t - head) : -1);
+  }
+};
+
 // Calls f(key[4], pos[4], valid[4]) over logits[s0, s1) of one row, up to 4 positions per
 // thread per call; every thread of the CTA makes the same number of calls (so f may use warp
 // collectives). 16-byte loads for the aligned middle; the head and tail as scalars.
 template <int kThreads, class F>
 __device__ __forceinline__ void for_each_key(const float* row, int64_t s0, int64_t s1, F&& f) {
-  const int64_t len = s1 - s0;
-  const auto addr = reinterpret_cast<uintptr_t>(row + s0);
-  const int64_t lead = int64_t((16 - (addr & 15)) & 15) / 4;
-  const int64_t head = len < lead ? len : lead;
-  const int64_t nvec = (len - head) / 4;
-  const int64_t tail = len - head - nvec * 4;
+  const AlignedSpan span(row, s0, s1);
+  const int64_t head = span.head, nvec = span.nvec;
   const int t = threadIdx.x;
   {
     uint32_t key[4] = {0, 0, 0, 0};
     int32_t pos[4] = {0, 0, 0, 0};
     bool valid[4] = {false, false, false, false};
-    const int64_t p = t < head ? s0 + t : (t < head + tail ? s0 + head + nvec * 4 + (t - head) : -1);
+    const int64_t p = span.scalar_position(s0, t);
     if (p >= 0) {
       key[0] = float_key(row[p]);
       pos[0] = int32_t(p);
@@ -216,16 +230,7 @@ __device__ __forceinline__ void warp_append(const bool (&take)[4], const uint32_
                                             uint32_t* count, uint64_t* list, uint32_t cap) {
   const uint32_t mine = uint32_t(take[0]) + uint32_t(take[1]) + uint32_t(take[2]) + uint32_t(take[3]);
   if (__ballot_sync(0xffffffffu, mine != 0) == 0) return;
-  const int lane = threadIdx.x & 31;
-  uint32_t incl = mine;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const uint32_t v = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += v;
-  }
-  uint32_t base = 0;
-  if (lane == 31) base = atomicAdd(count, incl);
-  base = __shfl_sync(0xffffffffu, base, 31) + incl - mine;
+  uint32_t base = warp_reserve(mine, count);
 #pragma unroll
   for (int j = 0; j < 4; ++j)
     if (take[j]) {

@@ -70,16 +70,12 @@ struct KeepAll {
 template <class Keep = KeepAll>
 __device__ bool stream_logits(BlockSelector& sel, const float* row_ptr, int64_t s0, int64_t s1, Keep keep = {}) {
   bool nan = false;
-  const int64_t len = s1 - s0;
-  const auto addr = reinterpret_cast<uintptr_t>(row_ptr + s0);
-  const int64_t head = len < int64_t((16 - (addr & 15)) & 15) / 4 ? len : int64_t((16 - (addr & 15)) & 15) / 4;
-  const int64_t nvec = (len - head) / 4;
-  const int64_t tail = len - head - nvec * 4;
+  const AlignedSpan span(row_ptr, s0, s1);
+  const int64_t head = span.head, nvec = span.nvec;
   {  // the unaligned head and the tail: at most 3 + 3 scalars
     uint64_t rk[4] = {0, 0, 0, 0};
     bool valid[4] = {false, false, false, false};
-    const int t = threadIdx.x;
-    const int64_t pos = t < head ? s0 + t : (t < head + tail ? s0 + head + nvec * 4 + (t - head) : -1);
+    const int64_t pos = span.scalar_position(s0, threadIdx.x);
     if (pos >= 0) {
       const float v = row_ptr[pos];
       nan |= isnan(v);
@@ -190,6 +186,14 @@ __device__ int position_bits(const TopKArgs& a) {
   return m >= (int64_t{1} << 31) ? 32 : 64 - __clzll(m) + (m == 0);
 }
 
+// The selector's final keys of one row, ordered (CONTRACT §3: by position or by rank), to
+// the row's outputs. Block-wide call, the last of a kernel.
+__device__ void finish_row(const TopKArgs& a, BlockSelector& sel, int64_t row, const RowWindow& w, bool nan) {
+  uint64_t sorted[kSortItems];
+  const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted, position_bits(a), w.start, w.length());
+  write_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
+}
+
 __device__ SplitCandidates split_workspace(const TopKArgs& a) {
   return SplitCandidates::in(a.workspace, a.rows.rows(), a.splits, a.k);
 }
@@ -218,9 +222,7 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_rows_kernel(c
   BlockSelector sel(st, a.k);
   const RowWindow w = check_row(a, row, &scratch);
   const bool nan = w.length() > 0 && scan_logits(sel, a.logits + row * a.logits_row_stride, w.start, w.end, a.k);
-  uint64_t sorted[kSortItems];
-  const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted, position_bits(a), w.start, w.length());
-  write_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
+  finish_row(a, sel, row, w, nan);
 }
 
 // kSplit: one chunk of a row, its exact local top K (unsorted) to the workspace.
@@ -277,9 +279,7 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) grid_finish_kernel
   } else if (w.length() > 0) {
     nan = stream_logits(sel, row_ptr, w.start, w.end);
   }
-  uint64_t sorted[kSortItems];
-  const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted, position_bits(a), w.start, w.length());
-  write_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
+  finish_row(a, sel, row, w, nan);
 }
 
 // Exact merge of the splits' local top K of each row. A programmatic dependent of the
@@ -301,9 +301,7 @@ __global__ void __launch_bounds__(kBlock, 2) topk_merge_kernel(const TopKArgs a)
       push_keys(sel, ws.keys + slot * a.k, int32_t(ws.counts[slot]));
     }
   }
-  uint64_t sorted[kSortItems];
-  const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted, position_bits(a), w.start, w.length());
-  write_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
+  finish_row(a, sel, row, w, nan);
 }
 
 // Raises the kernels' dynamic shared-memory limit once per device (a host-side
