@@ -1,6 +1,7 @@
 // The total order (CONTRACT §3) and TopK over logits against an independent
 // sort-based oracle on adversarial fp32 rows.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -24,6 +25,24 @@ TEST(Order, FloatKeyFollowsTheContractOrder) {
     EXPECT_LT(float_key(std::bit_cast<float>(nan)), float_key(-kInf));
   }
   for (float x : ascending) EXPECT_EQ(bits(key_to_float(float_key(x))), bits(x));
+}
+
+// The GPU's prefilter (push_floats) votes on ordered_bits: it must equal float_key on every
+// non-NaN and never be below it, so that ordered_bits >= t keeps every key >= t.
+TEST(Order, OrderedBitsIsFloatKeyWithoutNaNCanonicalization) {
+  int64_t nans = 0;
+  for (uint64_t b = 0; b <= 0xFFFFFFFFull; b += 251) {  // ~17M patterns over every exponent
+    const float x = std::bit_cast<float>(uint32_t(b));
+    if (std::isnan(x)) {
+      ++nans;
+      EXPECT_GE(ordered_bits(x), float_key(x));
+    } else if (ordered_bits(x) != float_key(x)) {
+      ADD_FAILURE() << std::hex << b << ": " << ordered_bits(x) << " vs " << float_key(x);
+      break;
+    }
+  }
+  EXPECT_GT(nans, 0);
+  for (float x : {-kInf, -0.0f, 0.0f, kInf, -1.0f, 1.0f}) EXPECT_EQ(ordered_bits(x), float_key(x)) << x;
 }
 
 TEST(Order, RankKeyBreaksTiesByLowerPosition) {

@@ -25,6 +25,14 @@ FI_HD constexpr float key_to_float(uint32_t key) {
   return std::bit_cast<float>((key & 0x80000000u) ? (key & 0x7FFFFFFFu) : ~key);
 }
 
+// The usual order-preserving bits (sign flip) without NaN canonicalization: equal to
+// float_key for every non-NaN, and >= float_key for every NaN (float_key gives NaN 0). A
+// filter on ordered_bits >= t keeps every value whose float_key is >= t.
+FI_HD constexpr uint32_t ordered_bits(float x) {
+  const uint32_t b = std::bit_cast<uint32_t>(x);
+  return b ^ (static_cast<uint32_t>(static_cast<int32_t>(b) >> 31) | 0x80000000u);
+}
+
 FI_HD constexpr uint64_t rank_key(float score, int32_t position) {
   return (uint64_t{float_key(score)} << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(position));
 }

@@ -23,9 +23,10 @@
 
 namespace flashindexer::sm90 {
 
-// Experiment knob (same results): FI_TOPK_PREFILTER=1 votes on the 32-bit float keys against
-// tau's score before the exact compare (push_scores), fewer instructions per key on the
-// prefill hot path. Not yet run on a GPU.
+// Experiment knob (same results): FI_TOPK_PREFILTER=1 streams the logits through push_floats
+// (topk_over_logits.cu): 2 instructions per order key, NaN found by a float compare, one vote
+// per tile before any rank key: fewer instructions per key on the prefill hot path. Not yet
+// run on a GPU.
 #ifndef FI_TOPK_PREFILTER
 #define FI_TOPK_PREFILTER 0
 #endif
@@ -76,22 +77,30 @@ class BlockSelector {
     const uint64_t tau = s_.tau;
     const uint32_t tau_hi = uint32_t(tau >> 32), tau_lo = uint32_t(tau);
     bool pass[4];
-#if FI_TOPK_PREFILTER
-    // Most warps hold no key at or above tau's score: one vote on the 32-bit keys skips the
-    // exact (score, position) compare, branch-free 64-bit compares for the others.
-    bool maybe = false;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) maybe |= valid[i] && key[i] >= tau_hi;
-    if (__ballot_sync(0xffffffffu, maybe) == 0) return;
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      pass[i] = valid[i] && ((uint64_t(key[i]) << 32) | (0xFFFFFFFFu - uint32_t(pos[i]))) > tau;
-#else
 #pragma unroll
     for (int i = 0; i < 4; ++i)
       pass[i] = valid[i] && (key[i] > tau_hi || (key[i] == tau_hi && 0xFFFFFFFFu - uint32_t(pos[i]) > tau_lo));
-#endif
     append(pass, [&](int i) { return (uint64_t(key[i]) << 32) | (0xFFFFFFFFu - uint32_t(pos[i])); });
+  }
+
+  // Pushes 4 consecutive scores per thread, positions pos0 .. pos0 + 3 (ok false = absent),
+  // with raw[i] = ordered_bits(f[i]) >= float_key(f[i]) (equal but for NaNs): one warp vote
+  // of the raw keys against tau's score skips the tile for most warps, and only the others
+  // build rank keys. Block-wide call (FI_TOPK_PREFILTER).
+  __device__ void push_floats(const float (&f)[4], const uint32_t (&raw)[4], int32_t pos0, bool ok) {
+    make_room();
+    const uint64_t tau = s_.tau;
+    const uint32_t tau_hi = uint32_t(tau >> 32);
+    const bool maybe = ok && (raw[0] >= tau_hi || raw[1] >= tau_hi || raw[2] >= tau_hi || raw[3] >= tau_hi);
+    if (__ballot_sync(0xffffffffu, maybe) == 0) return;
+    uint64_t rk[4];
+    bool pass[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      rk[i] = rank_key(f[i], pos0 + i);
+      pass[i] = ok && rk[i] > tau;
+    }
+    append(pass, [&](int i) { return rk[i]; });
   }
 
   // Threshold guess from a sample of the stream: tau := (need-th best sample) - 1.

@@ -17,6 +17,7 @@
 // Shared memory: sizeof(BlockSelectStorage) ~ 90 KiB (dynamic): two CTAs per SM.
 #include <atomic>
 #include <cmath>
+#include <type_traits>
 
 #include "../../core/row_window.h"
 #include "block_select.cuh"
@@ -112,6 +113,16 @@ __device__ bool stream_logits(BlockSelector& sel, const float* row_ptr, int64_t 
     for (int u = 0; u < kUnroll; ++u) {
       const bool ok = idx[u] < nvec;
       const float f[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
+      if constexpr (FI_TOPK_PREFILTER != 0 && std::is_same_v<Keep, KeepAll>) {
+        uint32_t raw[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          raw[j] = ordered_bits(f[j]);
+          nan |= ok && isnan(f[j]);
+        }
+        sel.push_floats(f, raw, int32_t(first) + idx[u] * 4, ok);
+        continue;
+      }
       uint32_t key[4];
       int32_t pos[4];
       bool valid[4];
