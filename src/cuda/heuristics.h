@@ -37,7 +37,9 @@ struct TopKPlan {
   size_t workspace_bytes = 0;  // 0 for kRows
 };
 
-// The leading part of the kGrid workspace that each call zeroes.
+// The leading part of the kGrid workspace that each call zeroes (grid_zero_kernel, in
+// 32-bit words; the selected keys after it stay 8-byte aligned).
+static_assert((2 * kTopKBins * 4 + kTopKRowStateBytes) % 8 == 0);
 inline size_t topk_zeroed_bytes(int64_t rows) {
   return size_t(rows) * (2 * kTopKBins * 4 + kTopKRowStateBytes);
 }
