@@ -23,7 +23,11 @@ inline constexpr int32_t kTopKMaxK = 2048;      // largest K of the sm_90a selec
 // Measured on the H200 (docs/perf.md): 1 x 262,144 grid 46 us vs split 82 us;
 // 64 x 65,536 grid 86 us vs split 71-77 us. The crossover between was not measured.
 enum class TopKPath { kRows, kSplit, kGrid };
-inline constexpr int kTopKGridMaxRows = 8;
+// Experiment knob (host code: set it in CMAKE_CXX_FLAGS): the largest row count for kGrid.
+#ifndef FI_TOPK_GRID_MAX_ROWS
+#define FI_TOPK_GRID_MAX_ROWS 8
+#endif
+inline constexpr int kTopKGridMaxRows = FI_TOPK_GRID_MAX_ROWS;
 inline constexpr int kTopKMaxChunks = 256;
 inline constexpr int64_t kTopKMinChunk = 2048;
 inline constexpr int kTopKMaxSplits = 64;
