@@ -2,21 +2,25 @@
 # Runs on the GPU machine (the device tool) with binaries built on the development machine:
 # no build there, so a call takes ~30-60 s instead of 4-5 minutes. The two machines have the
 # same nvcc (13.0) and binaries built here ran there (2026-11-29, e2137f6: the GPU TopK tests,
-# compute-sanitizer and bench-topk). Build here, then carry the binaries (each ~15 MB; the
-# carry limit is 64 MiB, so at most four):
+# compute-sanitizer and bench-topk). Build here, pack, and carry ".prebuilt" (each ~15 MB
+# binary is ~4.3 MB packed, so a dozen fit under the 64 MiB carry limit):
 #   cmake --build build/release --target flashindexer_cli flashindexer_tests
-#   device run, carry ["build/release/flashindexer", "build/release/tests/flashindexer_tests"]
-#   usage: [TESTS=gtest-filter|none] [SANITIZE=0] [TOPK_POINTS="..."] [POINTS="..."]
+#   tools/pack_prebuilt.sh build/release build/variant_x      # -> .prebuilt/bins.tar.xz
+#   device run, carry [".prebuilt"]
+#   usage: [TESTS=gtest-filter|none] [TESTS_<name>=filter|none] [SHARDS=4] [SANITIZE=0]
+#          [TOPK_POINTS="..."] [POINTS="..."]
 #          tools/device_prebuilt.sh [name=build/dir ...]     (default: release=build/release)
-# Per variant: the tests (default filter 'Gpu*': the GPU label) when dir/tests/flashindexer_tests
-# was carried, compute-sanitizer memcheck + racecheck on the small cases (first variant only),
-# then bench-topk and bench points. Variants are knob builds of the same tree (name=dir, e.g.
+# Per variant: the tests (filter TESTS_<name>, else TESTS, else 'Gpu*': the GPU label) when
+# dir/tests/flashindexer_tests was carried, in SHARDS gtest shards run side by side on the GPU;
+# compute-sanitizer memcheck + racecheck on the small cases of each tested variant; then
+# bench-topk and bench points. Variants are knob builds of the same tree (name=dir, e.g.
 # prefilter=build/variant_prefilter): same-run A/B timing. Results: $OUT/prebuilt.txt (summary)
 # and $OUT/prebuilt.jsonl (bench lines tagged with "variant").
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/flashindexer_out}
 mkdir -p "$OUT"
+for pack in .prebuilt/*.tar.xz; do [ -f "$pack" ] && tar -xJf "$pack"; done
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
 variants=("$@")
 [ ${#variants[@]} -eq 0 ] && variants=("release=build/release")
@@ -26,16 +30,27 @@ points=${POINTS-}
 small='GpuTopK.SanitizerSmallCases:GpuScorer.SanitizerSmallCases:GpuFused.SanitizerSmallCases'
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv,noheader | tee "$OUT/prebuilt.txt"
 : > "$OUT/prebuilt.jsonl"
-rc=0 first=1
+shards=${SHARDS:-4}
+rc=0
 for v in "${variants[@]}"; do
   name=${v%%=*} dir=${v#*=}
   cli=$dir/flashindexer tests=$dir/tests/flashindexer_tests
   [ -x "$cli" ] || { echo "$name: $cli was not carried" | tee -a "$OUT/prebuilt.txt"; rc=1; continue; }
-  if [ "$filter" != none ] && [ -x "$tests" ]; then
-    timeout 300 "$tests" --gtest_filter="$filter" > "/tmp/tests_$name.log" 2>&1 || rc=1
-    echo "$name tests ($filter): $(grep -E '^\[  (PASSED|FAILED) \]' "/tmp/tests_$name.log" | tr '\n' ' ')" | tee -a "$OUT/prebuilt.txt"
+  vfilter_var="TESTS_$name"
+  vfilter=${!vfilter_var:-$filter}
+  if [ "$vfilter" != none ] && [ -x "$tests" ]; then
+    start=$SECONDS pids=()
+    for ((i = 0; i < shards; i++)); do
+      GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout 400 "$tests" --gtest_filter="$vfilter" \
+        > "/tmp/tests_${name}_$i.log" 2>&1 & pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    cat /tmp/tests_"${name}"_*.log > "/tmp/tests_$name.log"
+    npass=$(grep -hE '^\[  PASSED  \]' "/tmp/tests_$name.log" | awk '{s += $4} END {print s + 0}')
+    nfail=$(grep -cE '^\[  FAILED  \] [A-Za-z]' "/tmp/tests_$name.log")
+    echo "$name tests ($vfilter, $shards shards, $((SECONDS - start)) s): $npass passed, $nfail failed" | tee -a "$OUT/prebuilt.txt"
     grep -E '^\[  FAILED  \] [A-Za-z]|Failure' "/tmp/tests_$name.log" | head -20 | tee -a "$OUT/prebuilt.txt"
-    if [ "${SANITIZE:-1}" = 1 ] && [ $first = 1 ]; then
+    if [ "${SANITIZE:-1}" = 1 ]; then
       for tool in memcheck racecheck; do
         compute-sanitizer --tool "$tool" --error-exitcode 9 "$tests" --gtest_filter="$small" > "/tmp/$tool.log" 2>&1 || rc=1
         echo "$name compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "/tmp/$tool.log" | tail -2 | tr '\n' ' ')" |
@@ -43,7 +58,6 @@ for v in "${variants[@]}"; do
       done
     fi
   fi
-  first=0
   : > "/tmp/bench_$name.jsonl"
   for pt in $topk_points; do
     timeout 60 "$cli" bench-topk --json --only "$pt" >> "/tmp/bench_$name.jsonl" 2>> "$OUT/prebuilt.err" || rc=1

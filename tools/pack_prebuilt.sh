@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Packs binaries built here for tools/device_prebuilt.sh: the CLI and, where built, the tests
+# binary of each build dir, into .prebuilt/bins.tar.xz (ignored by git). xz takes each ~15 MB
+# binary to ~4.3 MB, so a device call can carry a dozen of them under its 64 MiB limit instead
+# of four. Carry ".prebuilt"; device_prebuilt.sh unpacks it before it runs.
+#   usage: tools/pack_prebuilt.sh build/release build/variant_x ...
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -gt 0 ] || { echo "usage: $0 build/dir ..." >&2; exit 2; }
+files=()
+for dir in "$@"; do
+  [ -x "$dir/flashindexer" ] || { echo "$dir/flashindexer is not built" >&2; exit 1; }
+  files+=("$dir/flashindexer")
+  [ -x "$dir/tests/flashindexer_tests" ] && files+=("$dir/tests/flashindexer_tests")
+done
+mkdir -p .prebuilt
+tar -cf - "${files[@]}" | xz -T0 -6 > .prebuilt/bins.tar.xz
+ls -l .prebuilt/bins.tar.xz
+printf '%s\n' "${files[@]}"
