@@ -8,14 +8,16 @@
 #   tools/pack_prebuilt.sh build/release build/variant_x      # -> .prebuilt/bins.tar.xz
 #   device run, carry [".prebuilt"]
 #   usage: [TESTS=gtest-filter|none] [TESTS_<name>=filter|none] [SHARDS=4] [SANITIZE=0]
-#          [TOPK_POINTS="..."] [POINTS="..."]
+#          [TOPK_POINTS="..."] [POINTS="..."] [TORCH=1]
 #          tools/device_prebuilt.sh [name=build/dir ...]     (default: release=build/release)
 # Per variant: the tests (filter TESTS_<name>, else TESTS, else 'Gpu*': the GPU label) when
 # dir/tests/flashindexer_tests was carried, in SHARDS gtest shards run side by side on the GPU;
 # compute-sanitizer memcheck + racecheck on the small cases of each tested variant; then
-# bench-topk and bench points. Variants are knob builds of the same tree (name=dir, e.g.
-# prefilter=build/variant_prefilter): same-run A/B timing. Results: $OUT/prebuilt.txt (summary)
-# and $OUT/prebuilt.jsonl (bench lines tagged with "variant").
+# bench-topk and bench points. TORCH=1 first times torch.topk on the TopK points
+# (bench/torch_topk_baseline.py, same GPU and call) and puts it beside every variant's lines.
+# Variants are knob builds of the same tree (name=dir, e.g. prefilter=build/variant_prefilter):
+# same-run A/B timing. Results: $OUT/prebuilt.txt (summary) and $OUT/prebuilt.jsonl (bench
+# lines tagged with "variant").
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/flashindexer_out}
@@ -32,6 +34,14 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv,noh
 : > "$OUT/prebuilt.jsonl"
 shards=${SHARDS:-4}
 rc=0
+: > /tmp/torch.jsonl
+if [ "${TORCH:-0}" = 1 ]; then
+  for pt in $topk_points; do
+    LD_PRELOAD=$(ls /usr/lib/x86_64-linux-gnu/libstdc++.so.6 2>/dev/null) timeout 120 \
+      python3 bench/torch_topk_baseline.py "$pt" >> /tmp/torch.jsonl 2>> "$OUT/prebuilt.err" || rc=1
+  done
+  cat /tmp/torch.jsonl >> "$OUT/prebuilt.jsonl"
+fi
 for v in "${variants[@]}"; do
   name=${v%%=*} dir=${v#*=}
   cli=$dir/flashindexer tests=$dir/tests/flashindexer_tests
@@ -66,6 +76,7 @@ for v in "${variants[@]}"; do
     timeout 100 "$cli" bench --json --only "$pt" >> "/tmp/bench_$name.jsonl" 2>> "$OUT/prebuilt.err" || rc=1
   done
   sed "s/^{/{\"variant\":\"$name\",/" "/tmp/bench_$name.jsonl" >> "$OUT/prebuilt.jsonl"
+  cat /tmp/torch.jsonl >> "/tmp/bench_$name.jsonl"
   { echo "== $name ($dir)"; python3 bench/summarize.py "/tmp/bench_$name.jsonl"; } | tee -a "$OUT/prebuilt.txt"
 done
 exit $rc

@@ -28,6 +28,10 @@ enum class TopKPath { kRows, kSplit, kGrid };
 #define FI_TOPK_GRID_MAX_ROWS 8
 #endif
 inline constexpr int kTopKGridMaxRows = FI_TOPK_GRID_MAX_ROWS;
+// Experiment knob (host code): kRows from this many rows on (0: from 2 x SMs, the default).
+#ifndef FI_TOPK_ROWS_FROM
+#define FI_TOPK_ROWS_FROM 0
+#endif
 inline constexpr int kTopKMaxChunks = 256;
 inline constexpr int64_t kTopKMinChunk = 2048;
 inline constexpr int kTopKMaxSplits = 64;
@@ -51,7 +55,8 @@ inline size_t topk_zeroed_bytes(int64_t rows) {
 inline TopKPlan plan_topk(int64_t rows, int64_t max_context, int32_t k, int num_sms) {
   TopKPlan plan;
   const int64_t target_ctas = 2 * int64_t(std::max(num_sms, 1));
-  if (rows <= 0 || rows >= target_ctas) return plan;
+  const int64_t rows_from = FI_TOPK_ROWS_FROM > 0 ? FI_TOPK_ROWS_FROM : target_ctas;
+  if (rows <= 0 || rows >= rows_from) return plan;
   if (rows <= kTopKGridMaxRows) {
     if (max_context <= std::max<int64_t>(k, kTopKMinChunk)) return plan;
     const int64_t by_rows = (2 * target_ctas + rows - 1) / rows;
