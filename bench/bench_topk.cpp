@@ -34,6 +34,9 @@ int bench_topk(const BenchOptions& opt) {
       {"prefill_196k", 8192, 196608, 1024, true}, {"prefill_64k", 8192, 65536, 2048, false},
       {"decode_b64_64k", 64, 65536, 2048, true},  {"decode_b1_256k", 1, 262144, 2048, true},
       {"decode_b128_128k", 128, 131072, 2048, false},
+      // the path crossovers (heuristics.h plan_topk), gaussian only
+      {"decode_b4_256k", 4, 262144, 2048, false}, {"decode_b8_64k", 8, 65536, 2048, false},
+      {"decode_b32_64k", 32, 65536, 2048, false},
   };
   // Floor: a device-to-device copy (bytes read + written) of 2 GiB.
   const size_t copy_bytes = size_t(1) << 31;

@@ -18,6 +18,9 @@ POINTS = [
     ("decode_b64_64k", 64, 65536, 2048, True),
     ("decode_b1_256k", 1, 262144, 2048, True),
     ("decode_b128_128k", 128, 131072, 2048, False),
+    ("decode_b4_256k", 4, 262144, 2048, False),
+    ("decode_b8_64k", 8, 65536, 2048, False),
+    ("decode_b32_64k", 32, 65536, 2048, False),
 ]
 DISTS = ["gaussian", "offset", "tiny", "plateau", "ascending"]
 

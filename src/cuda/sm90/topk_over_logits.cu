@@ -30,7 +30,10 @@ namespace {
 #ifndef FI_TOPK_MIN_BLOCKS
 #define FI_TOPK_MIN_BLOCKS 2  // CTAs per SM the register budget is sized for
 #endif
-constexpr int kUnroll = 2;  // float4 per thread per group; two groups in flight
+#ifndef FI_TOPK_UNROLL
+#define FI_TOPK_UNROLL 2  // experiment knob: float4 per thread per group; two groups in flight
+#endif
+constexpr int kUnroll = FI_TOPK_UNROLL;
 
 __device__ int32_t gcd(int32_t a, int32_t b) {
   while (b != 0) {
