@@ -34,7 +34,10 @@ inline constexpr int kTopKGridMaxRows = FI_TOPK_GRID_MAX_ROWS;
 #endif
 inline constexpr int kTopKMaxChunks = 256;
 inline constexpr int64_t kTopKMinChunk = 2048;
-inline constexpr int kTopKMaxSplits = 64;
+#ifndef FI_TOPK_MAX_SPLITS
+#define FI_TOPK_MAX_SPLITS 64  // experiment knob (host code): the most kSplit chunks per row
+#endif
+inline constexpr int kTopKMaxSplits = FI_TOPK_MAX_SPLITS;
 inline constexpr int kTopKBins = 4096;       // 12-bit digits, two rounds: the top 24 key bits
 inline constexpr int32_t kTopKTieCap = 4096;  // keys sharing the threshold's 24-bit prefix
 inline constexpr size_t kTopKRowStateBytes = 32;
