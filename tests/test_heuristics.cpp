@@ -35,11 +35,22 @@ TEST(Heuristics, AFewLongRowsTakeTheGridSelectWithBoundedWorkspace) {
   EXPECT_EQ(huge.workspace_bytes, b1.workspace_bytes);
 }
 
-TEST(Heuristics, MoreRowsAreSplitWithBoundedWorkspace) {
-  const auto b64 = plan_topk(64, 65536, 2048, 132);
+TEST(Heuristics, MoreRowsOfModestWidthTakeOneCtaPerRow) {
+  using flashindexer::cuda::kTopKRowsMaxWidth;
+  for (int64_t rows : {9, 64, 128, 263}) {
+    const auto plan = plan_topk(rows, kTopKRowsMaxWidth, 2048, 132);
+    EXPECT_EQ(plan.path, TopKPath::kRows) << rows;
+    EXPECT_EQ(plan.workspace_bytes, 0u) << rows;
+  }
+  EXPECT_EQ(plan_topk(8, 65536, 2048, 132).path, TopKPath::kGrid);
+  EXPECT_EQ(plan_topk(64, kTopKRowsMaxWidth + 1, 2048, 132).path, TopKPath::kSplit);
+}
+
+TEST(Heuristics, MoreRowsOfWideRowsAreSplitWithBoundedWorkspace) {
+  const auto b64 = plan_topk(64, 262144, 2048, 132);
   EXPECT_EQ(b64.path, TopKPath::kSplit);
   EXPECT_GT(b64.ctas_per_row, 1);
-  EXPECT_LE(b64.ctas_per_row * 16384, 65536);  // every split covers >= 16384 positions
+  EXPECT_LE(b64.ctas_per_row * 16384, 262144);  // every split covers >= 16384 positions
   EXPECT_EQ(b64.workspace_bytes, size_t(64) * b64.ctas_per_row * (2048 * 8 + 8));
   // Bounded by the rows, not the context.
   EXPECT_EQ(plan_topk(9, int64_t(1) << 30, 2048, 132).ctas_per_row, (2 * 132 + 8) / 9);

@@ -11,17 +11,20 @@ namespace flashindexer::cuda {
 inline constexpr int32_t kTopKMaxK = 2048;      // largest K of the sm_90a selectors
 
 // TopK over logits, three ways (topk_over_logits.cu):
-// - kRows: one CTA per row, when the rows alone fill the GPU twice over.
+// - kRows: one CTA per row, when the rows alone fill the GPU twice over, or when there
+//   are more than kTopKGridMaxRows rows of at most kTopKRowsMaxWidth positions.
 // - kGrid: at most kTopKGridMaxRows rows. A grid-wide radix select (grid_radix_select.cuh),
 //   `ctas_per_row` CTAs per row (about 4 per SM in all), each counting and collecting at
 //   least kTopKMinChunk positions, then one CTA per row finishing. Workspace: per row, two
 //   4096-bin histograms and a 32-byte state (zeroed by the launch), then K selected and
 //   kTopKTieCap tied keys of 8 bytes.
-// - kSplit: the rows between. Each row splits over `ctas_per_row` CTAs of at least
-//   max(4K, 16384) positions, each keeping its exact local top K in the workspace
+// - kSplit: the other rows between (wider rows). Each row splits over `ctas_per_row` CTAs of
+//   at least max(4K, 16384) positions, each keeping its exact local top K in the workspace
 //   (rows x splits x (8 K + 8) bytes), merged by one CTA per row.
-// Measured on the H200 (docs/perf.md): 1 x 262,144 grid 46 us vs split 82 us;
-// 64 x 65,536 grid 86 us vs split 71-77 us. The crossover between was not measured.
+// Measured on the H200, K = 2048, graph-timed (docs/perf.md, session 9): 8 x 65,536 grid
+// 42 us vs rows 45; 32 x 65,536 split 49 vs rows 46; 64 x 65,536 split 60 vs rows 47;
+// 128 x 131,072 split 112 vs rows 72; 4 x 262,144 grid 55 vs rows 113 (one CTA per SM reads
+// a wide row slowly). Rows wider than 131,072 between 9 and 2 x SMs rows were not measured.
 enum class TopKPath { kRows, kSplit, kGrid };
 // Experiment knob (host code: set it in CMAKE_CXX_FLAGS): the largest row count for kGrid.
 #ifndef FI_TOPK_GRID_MAX_ROWS
@@ -32,12 +35,10 @@ inline constexpr int kTopKGridMaxRows = FI_TOPK_GRID_MAX_ROWS;
 #ifndef FI_TOPK_ROWS_FROM
 #define FI_TOPK_ROWS_FROM 0
 #endif
+inline constexpr int64_t kTopKRowsMaxWidth = 131072;
 inline constexpr int kTopKMaxChunks = 256;
 inline constexpr int64_t kTopKMinChunk = 2048;
-#ifndef FI_TOPK_MAX_SPLITS
-#define FI_TOPK_MAX_SPLITS 64  // experiment knob (host code): the most kSplit chunks per row
-#endif
-inline constexpr int kTopKMaxSplits = FI_TOPK_MAX_SPLITS;
+inline constexpr int kTopKMaxSplits = 64;
 inline constexpr int kTopKBins = 4096;       // 12-bit digits, two rounds: the top 24 key bits
 inline constexpr int32_t kTopKTieCap = 4096;  // keys sharing the threshold's 24-bit prefix
 inline constexpr size_t kTopKRowStateBytes = 32;
@@ -60,6 +61,7 @@ inline TopKPlan plan_topk(int64_t rows, int64_t max_context, int32_t k, int num_
   const int64_t target_ctas = 2 * int64_t(std::max(num_sms, 1));
   const int64_t rows_from = FI_TOPK_ROWS_FROM > 0 ? FI_TOPK_ROWS_FROM : target_ctas;
   if (rows <= 0 || rows >= rows_from) return plan;
+  if (rows > kTopKGridMaxRows && max_context <= kTopKRowsMaxWidth) return plan;
   if (rows <= kTopKGridMaxRows) {
     if (max_context <= std::max<int64_t>(k, kTopKMinChunk)) return plan;
     const int64_t by_rows = (2 * target_ctas + rows - 1) / rows;

@@ -165,12 +165,13 @@ TEST(GpuTopK, MatchesCpuOnLongSplitRows) {
       }
 }
 
-// Rows between the grid-wide select and one CTA per row: local top K per split, merged.
+// Rows between the grid-wide select and one CTA per row, wider than the rows path takes
+// (heuristics.h kTopKRowsMaxWidth): local top K per split, merged.
 TEST(GpuTopK, MatchesCpuOnSplitRows) {
   SKIP_WITHOUT_GPU();
   for (Dist dist : kDists)
     for (int32_t k : {7, 2048}) {
-      LogitsCase c = rows_case(dist, 12, 70001, k, 77 + uint32_t(k));
+      LogitsCase c = rows_case(dist, 12, 140001, k, 77 + uint32_t(k));
       c.order = k == 7 ? OutputOrder::kRank : OutputOrder::kPosition;
       expect_gpu_matches_cpu(c, "dist " + std::to_string(int(dist)) + " k " + std::to_string(k));
     }
@@ -287,7 +288,8 @@ TEST(GpuTopK, SanitizerSmallCases) {
   LogitsCase grid = rows_case(Dist::kAscending, 2, 40000, 2048, 2);
   grid.order = OutputOrder::kRank;
   expect_gpu_matches_cpu(grid, "grid-wide select");
-  expect_gpu_matches_cpu(rows_case(Dist::kOffset, 10, 33000, 2048, 3), "split rows");
+  expect_gpu_matches_cpu(rows_case(Dist::kOffset, 10, 140000, 2048, 3), "split rows");
+  expect_gpu_matches_cpu(rows_case(Dist::kZeroPlateau, 10, 33000, 2048, 4), "few whole rows");
 }
 
 // Spikes exactly where the selector samples its threshold guess: the guess is far

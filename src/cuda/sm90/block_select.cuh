@@ -223,14 +223,15 @@ class BlockSelector {
     if (__syncthreads_or(s_.count > uint32_t(kCap - 2 * kTile))) compact();
   }
 
-  // Warp-aggregated append of the passing keys (one shared atomic per warp, slots by ballots).
+  // Warp-aggregated append of the passing keys (one shared atomic per warp).
   template <typename KeyOf>
   __device__ void append(const bool (&pass)[4], KeyOf&& key_of) {
-    uint32_t slot[4];
-    if (!warp_reserve(pass, &s_.count, slot)) return;
+    const uint32_t mine = uint32_t(pass[0]) + uint32_t(pass[1]) + uint32_t(pass[2]) + uint32_t(pass[3]);
+    if (__ballot_sync(0xffffffffu, mine != 0) == 0) return;
+    uint32_t base = warp_reserve(mine, &s_.count);
 #pragma unroll
     for (int i = 0; i < 4; ++i)
-      if (pass[i]) s_.cand[slot[i]] = key_of(i);
+      if (pass[i]) s_.cand[base++] = key_of(i);
   }
 
   // Keeps exactly the K best candidates; tau becomes the K-th best. Entered after a barrier.

@@ -228,11 +228,15 @@ __global__ void __launch_bounds__(kGridThreads) grid_count_kernel(const TopKArgs
 // cap are counted, not written.
 __device__ __forceinline__ void warp_append(const bool (&take)[4], const uint32_t (&key)[4], const int32_t (&pos)[4],
                                             uint32_t* count, uint64_t* list, uint32_t cap) {
-  uint32_t slot[4];
-  if (!warp_reserve(take, count, slot)) return;
+  const uint32_t mine = uint32_t(take[0]) + uint32_t(take[1]) + uint32_t(take[2]) + uint32_t(take[3]);
+  if (__ballot_sync(0xffffffffu, mine != 0) == 0) return;
+  uint32_t base = warp_reserve(mine, count);
 #pragma unroll
   for (int j = 0; j < 4; ++j)
-    if (take[j] && slot[j] < cap) list[slot[j]] = (uint64_t(key[j]) << 32) | (0xFFFFFFFFu - uint32_t(pos[j]));
+    if (take[j]) {
+      if (base < cap) list[base] = (uint64_t(key[j]) << 32) | (0xFFFFFFFFu - uint32_t(pos[j]));
+      ++base;
+    }
 }
 
 // Keys above the threshold prefix t to the selected list, keys at t to the tie list.

@@ -124,19 +124,19 @@ __device__ bool stream_logits(BlockSelector& sel, const float* row_ptr, int64_t 
           nan |= ok && isnan(f[j]);
         }
         sel.push_floats(f, raw, int32_t(first) + idx[u] * 4, ok);
-        continue;
-      }
-      uint32_t key[4];
-      int32_t pos[4];
-      bool valid[4];
+      } else {
+        uint32_t key[4];
+        int32_t pos[4];
+        bool valid[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        key[j] = float_key(f[j]);
-        valid[j] = ok && keep(key[j]);
-        pos[j] = int32_t(first) + idx[u] * 4 + j;
-        nan |= ok && key[j] == 0u;  // float_key maps every NaN to 0
+        for (int j = 0; j < 4; ++j) {
+          key[j] = float_key(f[j]);
+          valid[j] = ok && keep(key[j]);
+          pos[j] = int32_t(first) + idx[u] * 4 + j;
+          nan |= ok && key[j] == 0u;  // float_key maps every NaN to 0
+        }
+        sel.push_scores(key, pos, valid);
       }
-      sel.push_scores(key, pos, valid);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
