@@ -31,7 +31,10 @@ namespace flashindexer::sm90 {
 #define FI_TOPK_PREFILTER 1
 #endif
 
-inline constexpr int kBlock = 512;
+#ifndef FI_TOPK_BLOCK
+#define FI_TOPK_BLOCK 512  // experiment knob: threads per CTA of every TopK-over-logits kernel
+#endif
+inline constexpr int kBlock = FI_TOPK_BLOCK;
 inline constexpr int kMaxK = 2048;
 inline constexpr int kTile = kBlock * 4;             // keys per push_tile()
 inline constexpr int kCap = kMaxK + 4 * kTile;        // candidate buffer (keys)
