@@ -9,9 +9,10 @@
 //   and exactly K keys are kept, in place. Exact and bounded by construction. finish()
 //   orders the final min(K, n) keys: by position through a bitmap of the window (each
 //   key's rank is a popcount prefix; no sort), or by rank (cub::BlockRadixSort).
-// Threads: kBlock = 512, all do every phase (no warp specialisation).
-// Shared memory: kCap * 8 = 80 KiB candidates (the sort and the bitmap alias them) + 8 KiB
-//   histogram + scalars: two CTAs per SM.
+// Threads: kThreads (a template parameter: 512 in most kernels, 1024 in the grid select's
+//   finish), all do every phase (no warp specialisation).
+// Shared memory: kCap * 8 candidates (the sort and the bitmap alias them) + 8 KiB histogram
+//   + scalars: 88 KiB at 512 threads (two CTAs per SM), 152 KiB at 1024.
 #pragma once
 
 #include <cub/block/block_radix_sort.cuh>
@@ -31,31 +32,38 @@ namespace flashindexer::sm90 {
 #define FI_TOPK_PREFILTER 1
 #endif
 
-#ifndef FI_TOPK_BLOCK
-#define FI_TOPK_BLOCK 512  // experiment knob: threads per CTA of every TopK-over-logits kernel
-#endif
-inline constexpr int kBlock = FI_TOPK_BLOCK;
 inline constexpr int kMaxK = 2048;
-inline constexpr int kTile = kBlock * 4;             // keys per push_tile()
-inline constexpr int kCap = kMaxK + 4 * kTile;        // candidate buffer (keys)
-inline constexpr int kRounds = kCap / kBlock;         // strided rounds over the buffer
-inline constexpr int kSortItems = kMaxK / kBlock;     // keys per thread in finish()
-using BlockRadixSelect = RadixSelect<kBlock, CtaSync>;
 
+// The sizes of a BlockSelector of kThreads threads.
+template <int kThreads>
+struct BlockShape {
+  static constexpr int kTile = kThreads * 4;          // keys per push_tile()
+  static constexpr int kCap = kMaxK + 4 * kTile;       // candidate buffer (keys)
+  static constexpr int kSortItems = kMaxK / kThreads;  // keys per thread in finish()
+};
+
+template <int kThreads>
 struct BlockSelectStorage {
-  using Sort = cub::BlockRadixSort<uint64_t, kBlock, kSortItems>;
+  using Sort = cub::BlockRadixSort<uint64_t, kThreads, BlockShape<kThreads>::kSortItems>;
   union {
-    uint64_t cand[kCap];
+    uint64_t cand[BlockShape<kThreads>::kCap];
     typename Sort::TempStorage sort;
   };
-  BlockRadixSelect::Storage select;
+  typename RadixSelect<kThreads, CtaSync>::Storage select;
   uint64_t tau;
   uint32_t count;
 };
 
+template <int kThreads>
 class BlockSelector {
  public:
-  __device__ BlockSelector(BlockSelectStorage& s, int32_t k) : s_(s), k_(k) {
+  static constexpr int kTile = BlockShape<kThreads>::kTile;
+  static constexpr int kCap = BlockShape<kThreads>::kCap;
+  static constexpr int kSortItems = BlockShape<kThreads>::kSortItems;
+  using Storage = BlockSelectStorage<kThreads>;
+  using Select = RadixSelect<kThreads, CtaSync>;
+
+  __device__ BlockSelector(Storage& s, int32_t k) : s_(s), k_(k) {
     if (threadIdx.x == 0) {
       s_.tau = 0;
       s_.count = 0;
@@ -113,7 +121,7 @@ class BlockSelector {
     const bool all[4] = {true, true, true, true};
     push_tile(sample, all);
     __syncthreads();
-    const uint64_t kth = BlockRadixSelect::kth(s_.select, s_.cand, s_.count, need, threadIdx.x);
+    const uint64_t kth = Select::kth(s_.select, s_.cand, s_.count, need, threadIdx.x);
     reset(kth - 1);
   }
 
@@ -159,7 +167,7 @@ class BlockSelector {
       return n;
     }
     __syncthreads();
-    typename BlockSelectStorage::Sort sort(s_.sort);
+    typename Storage::Sort sort(s_.sort);
     if (by_rank) {
       sort.SortDescending(out);
     } else {
@@ -185,7 +193,7 @@ class BlockSelector {
     uint32_t* bits = reinterpret_cast<uint32_t*>(s_.cand + kMaxK);
     uint32_t* prefix = bits + kBitmapWords;
     const int words = int((len + 31) / 32);
-    for (int i = threadIdx.x; i < words; i += kBlock) bits[i] = 0;
+    for (int i = threadIdx.x; i < words; i += kThreads) bits[i] = 0;
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < kSortItems; ++i)
@@ -195,12 +203,12 @@ class BlockSelector {
       }
     __syncthreads();
     // Thread t owns words [t * per, t * per + per): its set bits, then a block-wide scan.
-    const int per = (words + kBlock - 1) / kBlock;
+    const int per = (words + kThreads - 1) / kThreads;
     const int w0 = int(threadIdx.x) * per;
     const int w1 = w0 + per < words ? w0 + per : words;
     uint32_t mine = 0;
     for (int w = w0; w < w1; ++w) mine += __popc(bits[w]);
-    uint32_t before = BlockRadixSelect::exclusive_sum(s_.select, threadIdx.x, mine);
+    uint32_t before = Select::exclusive_sum(s_.select, threadIdx.x, mine);
     for (int w = w0; w < w1; ++w) {
       prefix[w] = before;
       before += __popc(bits[w]);
@@ -240,12 +248,12 @@ class BlockSelector {
   // Keeps exactly the K best candidates; tau becomes the K-th best. Entered after a barrier.
   __device__ void compact() {
     const uint32_t n = s_.count;
-    const uint64_t kth = BlockRadixSelect::kth(s_.select, s_.cand, n, uint32_t(k_), threadIdx.x);
+    const uint64_t kth = Select::kth(s_.select, s_.cand, n, uint32_t(k_), threadIdx.x);
     if (threadIdx.x == 0) s_.tau = kth;
-    BlockRadixSelect::compact(s_.cand, n, kth, &s_.count, threadIdx.x);
+    Select::compact(s_.cand, n, kth, &s_.count, threadIdx.x);
   }
 
-  BlockSelectStorage& s_;
+  Storage& s_;
   int32_t k_;
 };
 

@@ -13,11 +13,15 @@
 // A few rows, kGrid: the grid-wide radix select of grid_radix_select.cuh narrows each row
 //   to the keys above a 24-bit threshold prefix and the keys at it, over many CTAs per row;
 //   grid_finish_kernel then selects among those with the same BlockSelector.
-// Grid: x = rows (y = splits for topk_split_kernel). Threads: 512, no specialisation.
-// Shared memory: sizeof(BlockSelectStorage) ~ 90 KiB (dynamic): two CTAs per SM.
+// Grid: x = rows (y = splits for topk_split_kernel). Threads: 512, no specialisation; the
+//   grid select's finish 1024 (one CTA per row, at most 8 rows: H200 1 x 262,144 33.0 ->
+//   29.4 us graph-timed, docs/perf.md session 9).
+// Shared memory: sizeof(BlockSelectStorage<threads>) (dynamic): ~88 KiB at 512 threads (two
+//   CTAs per SM), ~152 KiB at 1024.
 #include <atomic>
 #include <cmath>
 #include <type_traits>
+#include <utility>
 
 #include "../../core/row_window.h"
 #include "block_select.cuh"
@@ -34,6 +38,10 @@ namespace {
 #define FI_TOPK_UNROLL 2  // experiment knob: float4 per thread per group; two groups in flight
 #endif
 constexpr int kUnroll = FI_TOPK_UNROLL;
+constexpr int kBlock = 512;           // threads of the rows, split and merge kernels
+constexpr int kFinishThreads = 1024;  // the grid select's finish: one CTA per row, <= 8 rows
+using RowSelector = BlockSelector<kBlock>;
+using FinishSelector = BlockSelector<kFinishThreads>;
 
 __device__ int32_t gcd(int32_t a, int32_t b) {
   while (b != 0) {
@@ -45,6 +53,7 @@ __device__ int32_t gcd(int32_t a, int32_t b) {
 }
 
 // Window, request and page-table checks; page entries are checked by all threads.
+template <int kThreads>
 __device__ RowWindow check_row(const TopKArgs& a, int64_t row, uint32_t* scratch) {
   RowWindow w = resolve_window(a.rows, row);
   if (threadIdx.x == 0) *scratch = 0;
@@ -52,7 +61,7 @@ __device__ RowWindow check_row(const TopKArgs& a, int64_t row, uint32_t* scratch
   if (w.status == 0) {
     const int64_t n = window_pages(a.pages, w);
     uint32_t ored = 0;
-    for (int64_t i = threadIdx.x; i < n; i += kBlock) ored |= check_window_page(a.pages, w, i);
+    for (int64_t i = threadIdx.x; i < n; i += kThreads) ored |= check_window_page(a.pages, w, i);
     if (ored) atomicOr(scratch, ored);
   }
   __syncthreads();
@@ -71,8 +80,9 @@ struct KeepAll {
 
 // Streams logits[s0, s1) of one row into the selector, the float keys that keep() accepts;
 // returns whether any was NaN.
-template <class Keep = KeepAll>
-__device__ bool stream_logits(BlockSelector& sel, const float* row_ptr, int64_t s0, int64_t s1, Keep keep = {}) {
+template <int kThreads, class Keep = KeepAll>
+__device__ bool stream_logits(BlockSelector<kThreads>& sel, const float* row_ptr, int64_t s0, int64_t s1,
+                              Keep keep = {}) {
   bool nan = false;
   const AlignedSpan span(row_ptr, s0, s1);
   const int64_t head = span.head, nvec = span.nvec;
@@ -88,11 +98,11 @@ __device__ bool stream_logits(BlockSelector& sel, const float* row_ptr, int64_t 
     }
     sel.push_tile(rk, valid);
   }
-  // Tiles of kBlock float4 visited in a permuted order (step coprime with the tile
+  // Tiles of kThreads float4 visited in a permuted order (step coprime with the tile
   // count): a row sorted along the position costs about as much as a random one.
   const float4* vec = reinterpret_cast<const float4*>(row_ptr + s0 + head);
   const int64_t first = s0 + head;
-  const int32_t tiles = int32_t((nvec + kBlock - 1) / kBlock);  // nvec < 2^29
+  const int32_t tiles = int32_t((nvec + kThreads - 1) / kThreads);  // nvec < 2^29
   int32_t step = tiles > 2 ? (tiles * 5) / 8 + 1 : 1;
   while (gcd(step, tiles) != 1) ++step;
   int32_t tile = 0;  // visits 0, step, 2 step, ... (mod tiles): each tile once
@@ -103,7 +113,7 @@ __device__ bool stream_logits(BlockSelector& sel, const float* row_ptr, int64_t 
   auto load = [&](int32_t t0, float4 (&v)[kUnroll], int32_t (&i)[kUnroll]) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      i[u] = t0 + u < tiles ? tile * kBlock + int32_t(threadIdx.x) : int32_t(nvec);
+      i[u] = t0 + u < tiles ? tile * kThreads + int32_t(threadIdx.x) : int32_t(nvec);
       if (i[u] < nvec) v[u] = __ldcs(vec + i[u]);
       tile += step;
       if (tile >= tiles) tile -= tiles;
@@ -151,7 +161,9 @@ __device__ bool stream_logits(BlockSelector& sel, const float* row_ptr, int64_t 
 // min(K, L) keys beat the guess, streams again without it. Returns whether any was NaN.
 // The guess targets ~2K survivors from the (2K * 2048 / L)-th best of 2048 evenly
 // spaced samples; it is taken only when that rank is >= 8 (a stable estimate).
-__device__ bool scan_logits(BlockSelector& sel, const float* row_ptr, int64_t s0, int64_t s1, int32_t k) {
+template <int kThreads>
+__device__ bool scan_logits(BlockSelector<kThreads>& sel, const float* row_ptr, int64_t s0, int64_t s1, int32_t k) {
+  constexpr int kTile = BlockSelector<kThreads>::kTile;
   const int64_t len = s1 - s0;
   const int64_t rank = len > 0 ? 2 * int64_t(k) * kTile / len : 0;
   const bool guessed = len >= 8192 && rank >= 8;
@@ -173,6 +185,7 @@ __device__ bool scan_logits(BlockSelector& sel, const float* row_ptr, int64_t s0
 }
 
 // Writes one row's outputs from a sorted blocked arrangement (n valid entries).
+template <int kSortItems>
 __device__ void write_row(const TopKArgs& a, int64_t row, const RowWindow& w, uint32_t status, int32_t n,
                           const uint64_t (&sorted)[kSortItems]) {
   const TopKOutputs& o = a.out;
@@ -202,8 +215,10 @@ __device__ int position_bits(const TopKArgs& a) {
 
 // The selector's final keys of one row, ordered (CONTRACT §3: by position or by rank), to
 // the row's outputs. Block-wide call, the last of a kernel.
-__device__ void finish_row(const TopKArgs& a, BlockSelector& sel, int64_t row, const RowWindow& w, bool nan) {
-  uint64_t sorted[kSortItems];
+template <int kThreads>
+__device__ void finish_row(const TopKArgs& a, BlockSelector<kThreads>& sel, int64_t row, const RowWindow& w,
+                           bool nan) {
+  uint64_t sorted[BlockSelector<kThreads>::kSortItems];
   const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted, position_bits(a), w.start, w.length());
   write_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
 }
@@ -213,13 +228,14 @@ __device__ SplitCandidates split_workspace(const TopKArgs& a) {
 }
 
 // Pushes n rank keys from global memory into the selector (block-wide call).
-__device__ void push_keys(BlockSelector& sel, const uint64_t* keys, int32_t n) {
-  for (int32_t base = 0; base < n; base += kTile) {
+template <int kThreads>
+__device__ void push_keys(BlockSelector<kThreads>& sel, const uint64_t* keys, int32_t n) {
+  for (int32_t base = 0; base < n; base += BlockSelector<kThreads>::kTile) {
     uint64_t rk[4];
     bool valid[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int32_t i = base + j * kBlock + int32_t(threadIdx.x);
+      const int32_t i = base + j * kThreads + int32_t(threadIdx.x);
       valid[j] = i < n;
       rk[j] = valid[j] ? keys[i] : 0ull;
     }
@@ -230,11 +246,11 @@ __device__ void push_keys(BlockSelector& sel, const uint64_t* keys, int32_t n) {
 // One CTA per row: the whole window, final outputs.
 __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_rows_kernel(const TopKArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
-  auto& st = *reinterpret_cast<BlockSelectStorage*>(smem);
+  auto& st = *reinterpret_cast<RowSelector::Storage*>(smem);
   __shared__ uint32_t scratch;
   const int64_t row = blockIdx.x;
-  BlockSelector sel(st, a.k);
-  const RowWindow w = check_row(a, row, &scratch);
+  RowSelector sel(st, a.k);
+  const RowWindow w = check_row<kBlock>(a, row, &scratch);
   const bool nan = w.length() > 0 && scan_logits(sel, a.logits + row * a.logits_row_stride, w.start, w.end, a.k);
   finish_row(a, sel, row, w, nan);
 }
@@ -242,11 +258,11 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_rows_kernel(c
 // kSplit: one chunk of a row, its exact local top K (unsorted) to the workspace.
 __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_split_kernel(const TopKArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
-  auto& st = *reinterpret_cast<BlockSelectStorage*>(smem);
+  auto& st = *reinterpret_cast<RowSelector::Storage*>(smem);
   // No early ptx::launch_dependents(): the merge's CTAs (90 KiB each) then took SM room
   // from the splits (64 x 65,536: 61 -> 69 us graph-timed); it launches as the splits end.
   const int64_t row = blockIdx.x;
-  BlockSelector sel(st, a.k);
+  RowSelector sel(st, a.k);
   const RowWindow w = resolve_window(a.rows, row);
   const int64_t chunk = (w.length() + a.splits - 1) / a.splits;
   const int64_t s0 = w.start + chunk * blockIdx.y;
@@ -266,13 +282,13 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_split_kernel(
 // K - A of the E keys at the threshold prefix t (the tie list, or a re-read of the row
 // filtered to t when E overflowed it), then the A keys above t; rows of at most K
 // positions are read whole. A programmatic dependent of the collect: checks its row first.
-__global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) grid_finish_kernel(const TopKArgs a) {
+__global__ void __launch_bounds__(kFinishThreads, 1) grid_finish_kernel(const TopKArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
-  auto& st = *reinterpret_cast<BlockSelectStorage*>(smem);
+  auto& st = *reinterpret_cast<FinishSelector::Storage*>(smem);
   __shared__ uint32_t scratch;
   const int64_t row = blockIdx.x;
-  BlockSelector sel(st, a.k);
-  const RowWindow w = check_row(a, row, &scratch);
+  FinishSelector sel(st, a.k);
+  const RowWindow w = check_row<kFinishThreads>(a, row, &scratch);
   ptx::wait_for_previous_kernel();
   const float* row_ptr = a.logits + row * a.logits_row_stride;
   bool nan = false;
@@ -300,11 +316,11 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) grid_finish_kernel
 // kernel that wrote the splits: checks its row first.
 __global__ void __launch_bounds__(kBlock, 2) topk_merge_kernel(const TopKArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
-  auto& st = *reinterpret_cast<BlockSelectStorage*>(smem);
+  auto& st = *reinterpret_cast<RowSelector::Storage*>(smem);
   __shared__ uint32_t scratch;
   const int64_t row = blockIdx.x;
-  BlockSelector sel(st, a.k);
-  const RowWindow w = check_row(a, row, &scratch);
+  RowSelector sel(st, a.k);
+  const RowWindow w = check_row<kBlock>(a, row, &scratch);
   ptx::wait_for_previous_kernel();
   const SplitCandidates ws = split_workspace(a);
   bool nan = false;
@@ -320,17 +336,19 @@ __global__ void __launch_bounds__(kBlock, 2) topk_merge_kernel(const TopKArgs a)
 
 // Raises the kernels' dynamic shared-memory limit once per device (a host-side
 // attribute, not a stream operation: safe during graph capture).
-cudaError_t configure_kernels(size_t smem) {
+cudaError_t configure_kernels() {
   static std::atomic<uint64_t> configured{0};
   int dev = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e != cudaSuccess) return e;
   const uint64_t bit = uint64_t{1} << (dev & 63);
   if (configured.load(std::memory_order_acquire) & bit) return cudaSuccess;
-  for (const void* f : {reinterpret_cast<const void*>(topk_rows_kernel),
-                        reinterpret_cast<const void*>(topk_split_kernel),
-                        reinterpret_cast<const void*>(grid_finish_kernel),
-                        reinterpret_cast<const void*>(topk_merge_kernel)}) {
+  const std::pair<const void*, size_t> kernels[] = {
+      {reinterpret_cast<const void*>(topk_rows_kernel), sizeof(RowSelector::Storage)},
+      {reinterpret_cast<const void*>(topk_split_kernel), sizeof(RowSelector::Storage)},
+      {reinterpret_cast<const void*>(grid_finish_kernel), sizeof(FinishSelector::Storage)},
+      {reinterpret_cast<const void*>(topk_merge_kernel), sizeof(RowSelector::Storage)}};
+  for (const auto& [f, smem] : kernels) {
     e = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (e != cudaSuccess) return e;
   }
@@ -365,8 +383,8 @@ cudaError_t launch_dependent(void (*kernel)(TopKArgs), dim3 grid, int block, siz
 cudaError_t topk_over_logits(const TopKArgs& a, cudaStream_t stream) {
   const int64_t rows = a.rows.rows();
   if (rows == 0) return cudaSuccess;
-  const size_t smem = sizeof(BlockSelectStorage);
-  cudaError_t e = configure_kernels(smem);
+  const size_t smem = sizeof(RowSelector::Storage);
+  cudaError_t e = configure_kernels();
   if (e != cudaSuccess) return e;
   if (a.path == cuda::TopKPath::kRows || a.splits <= 1) {
     topk_rows_kernel<<<dim3(unsigned(rows), 1), kBlock, smem, stream>>>(a);
@@ -387,15 +405,15 @@ cudaError_t topk_over_logits(const TopKArgs& a, cudaStream_t stream) {
   if (e = launch_dependent(grid_count_kernel<0>, grid, kGridThreads, 0, stream, a); e != cudaSuccess) return e;
   if (e = launch_dependent(grid_count_kernel<1>, grid, kGridThreads, 0, stream, a); e != cudaSuccess) return e;
   if (e = launch_dependent(grid_collect_kernel, grid, kGridThreads, 0, stream, a); e != cudaSuccess) return e;
-  return launch_dependent(grid_finish_kernel, dim3(unsigned(rows)), kBlock, smem, stream, a);
+  return launch_dependent(grid_finish_kernel, dim3(unsigned(rows)), kFinishThreads, sizeof(FinishSelector::Storage),
+                          stream, a);
 }
 
 cudaError_t topk_merge_splits(const TopKArgs& a, cudaStream_t stream) {
   const int64_t rows = a.rows.rows();
   if (rows == 0) return cudaSuccess;
-  const size_t smem = sizeof(BlockSelectStorage);
-  if (cudaError_t e = configure_kernels(smem); e != cudaSuccess) return e;
-  return launch_dependent(topk_merge_kernel, dim3(unsigned(rows)), kBlock, smem, stream, a);
+  if (cudaError_t e = configure_kernels(); e != cudaSuccess) return e;
+  return launch_dependent(topk_merge_kernel, dim3(unsigned(rows)), kBlock, sizeof(RowSelector::Storage), stream, a);
 }
 
 }  // namespace flashindexer::sm90
