@@ -40,13 +40,8 @@ namespace {
 constexpr int kUnroll = FI_TOPK_UNROLL;
 constexpr int kBlock = 512;           // threads of the rows, split and merge kernels
 constexpr int kFinishThreads = 1024;  // the grid select's finish: one CTA per row, <= 8 rows
-#ifndef FI_TOPK_MERGE_THREADS
-#define FI_TOPK_MERGE_THREADS 512  // experiment knob: threads of the split merge (512 or 1024)
-#endif
-constexpr int kMergeThreads = FI_TOPK_MERGE_THREADS;
 using RowSelector = BlockSelector<kBlock>;
 using FinishSelector = BlockSelector<kFinishThreads>;
-using MergeSelector = BlockSelector<kMergeThreads>;
 
 __device__ int32_t gcd(int32_t a, int32_t b) {
   while (b != 0) {
@@ -319,13 +314,13 @@ __global__ void __launch_bounds__(kFinishThreads, 1) grid_finish_kernel(const To
 
 // Exact merge of the splits' local top K of each row. A programmatic dependent of the
 // kernel that wrote the splits: checks its row first.
-__global__ void __launch_bounds__(kMergeThreads, 1024 / kMergeThreads) topk_merge_kernel(const TopKArgs a) {
+__global__ void __launch_bounds__(kBlock, 2) topk_merge_kernel(const TopKArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
-  auto& st = *reinterpret_cast<MergeSelector::Storage*>(smem);
+  auto& st = *reinterpret_cast<RowSelector::Storage*>(smem);
   __shared__ uint32_t scratch;
   const int64_t row = blockIdx.x;
-  MergeSelector sel(st, a.k);
-  const RowWindow w = check_row<kMergeThreads>(a, row, &scratch);
+  RowSelector sel(st, a.k);
+  const RowWindow w = check_row<kBlock>(a, row, &scratch);
   ptx::wait_for_previous_kernel();
   const SplitCandidates ws = split_workspace(a);
   bool nan = false;
@@ -352,7 +347,7 @@ cudaError_t configure_kernels() {
       {reinterpret_cast<const void*>(topk_rows_kernel), sizeof(RowSelector::Storage)},
       {reinterpret_cast<const void*>(topk_split_kernel), sizeof(RowSelector::Storage)},
       {reinterpret_cast<const void*>(grid_finish_kernel), sizeof(FinishSelector::Storage)},
-      {reinterpret_cast<const void*>(topk_merge_kernel), sizeof(MergeSelector::Storage)}};
+      {reinterpret_cast<const void*>(topk_merge_kernel), sizeof(RowSelector::Storage)}};
   for (const auto& [f, smem] : kernels) {
     e = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (e != cudaSuccess) return e;
@@ -418,8 +413,7 @@ cudaError_t topk_merge_splits(const TopKArgs& a, cudaStream_t stream) {
   const int64_t rows = a.rows.rows();
   if (rows == 0) return cudaSuccess;
   if (cudaError_t e = configure_kernels(); e != cudaSuccess) return e;
-  return launch_dependent(topk_merge_kernel, dim3(unsigned(rows)), kMergeThreads, sizeof(MergeSelector::Storage),
-                          stream, a);
+  return launch_dependent(topk_merge_kernel, dim3(unsigned(rows)), kBlock, sizeof(RowSelector::Storage), stream, a);
 }
 
 }  // namespace flashindexer::sm90
