@@ -24,7 +24,8 @@ inline constexpr int32_t kTopKMaxK = 2048;      // largest K of the sm_90a selec
 // Measured on the H200, K = 2048, graph-timed (docs/perf.md, session 9): 8 x 65,536 grid
 // 42 us vs rows 45; 32 x 65,536 split 49 vs rows 46; 64 x 65,536 split 60 vs rows 47;
 // 128 x 131,072 split 112 vs rows 72; 4 x 262,144 grid 55 vs rows 113 (one CTA per SM reads
-// a wide row slowly). Rows wider than 131,072 between 9 and 2 x SMs rows were not measured.
+// a wide row slowly). Rows wider than 131,072 between 9 and 2 x SMs rows were not measured
+// against kRows.
 enum class TopKPath { kRows, kSplit, kGrid };
 // Experiment knob (host code: set it in CMAKE_CXX_FLAGS): the largest row count for kGrid.
 #ifndef FI_TOPK_GRID_MAX_ROWS
