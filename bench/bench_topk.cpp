@@ -13,6 +13,7 @@
 
 #include "bench_data.cuh"
 #include "bench_util.h"
+#include "cuda/sm90/topk_over_logits.h"
 #include "flashindexer/operators.h"
 
 namespace flashindexer::bench {
@@ -141,6 +142,20 @@ int bench_topk(const BenchOptions& opt) {
       j["floor_ms"] = bytes / (copy_gbps * 1e6);
       j["workspace_bytes"] = ws_bytes;
       j["command"] = "flashindexer bench-topk --json --only " + std::string(pt.name);
+      // Builds with -DFI_TOPK_PROFILE=1: one more call, its per-phase cycles per CTA.
+      unsigned long long prof[sm90::kTopKProfileSlots];
+      if (sm90::topk_profile(prof, true)) {
+        run_status = topk_over_logits(p, o, l);
+        BENCH_CHECK(cudaDeviceSynchronize());
+        if (run_status.is_ok() && sm90::topk_profile(prof, true) && prof[sm90::kTopKProfileCtas] > 0) {
+          const double ctas = double(prof[sm90::kTopKProfileCtas]);
+          const char* names[] = {"ctas", "check", "wait", "sample", "select", "reduce", "order", "write"};
+          static_assert(sizeof(names) / sizeof(names[0]) == sm90::kTopKProfileSlots);
+          nlohmann::json per_cta = {{"ctas", ctas}};
+          for (int i = 1; i < sm90::kTopKProfileSlots; ++i) per_cta[std::string(names[i]) + "_cycles"] = prof[i] / ctas;
+          j["profile_per_cta"] = per_cta;
+        }
+      }
       std::printf("%s\n", j.dump().c_str());
       std::fflush(stdout);
     }

@@ -36,6 +36,7 @@
 #include "bitonic_sort.cuh"
 #include "fused_topk.h"
 #include "paged_scorer.cuh"
+#include "phase_clock.cuh"
 #include "radix_select.cuh"
 #include "sampled_start.h"
 #include "topk_over_logits.h"
@@ -93,23 +94,11 @@ struct FusedLayout {
 // FI_FUSED_PROFILE: what consumer thread 0 of every CTA adds up (FusedProfile names the slots).
 #if FI_FUSED_PROFILE
 __device__ unsigned long long g_fused_profile[kFusedProfileSlots];
-#endif
-struct PhaseClock {
-#if FI_FUSED_PROFILE
-  unsigned long long v[kFusedProfileSlots] = {};
-  __device__ long long now() const { return clock64(); }
-  __device__ void add(int slot, unsigned long long x) { v[slot] += x; }
-  __device__ void flush(int t) {
-    if (t != 0) return;
-    v[kProfileCtas] = 1;
-    for (int i = 0; i < kFusedProfileSlots; ++i) atomicAdd(&g_fused_profile[i], v[i]);
-  }
+__device__ unsigned long long* fused_profile_sums() { return g_fused_profile; }
 #else
-  __device__ long long now() const { return 0; }
-  __device__ void add(int, unsigned long long) {}
-  __device__ void flush(int) {}
+__device__ unsigned long long* fused_profile_sums() { return nullptr; }
 #endif
-};
+using FusedClock = PhaseClock<kFusedProfileSlots, FI_FUSED_PROFILE != 0>;
 
 struct FusedParams {
   TopKOutputs out;
@@ -137,7 +126,7 @@ struct SelectSink {
   int32_t cap, k;
   uint32_t vote_mask;  // vote_every - 1
   uint32_t steps = 0;
-  PhaseClock clock;
+  FusedClock clock;
 
   // After the sample (step sm.order.sample, a vote step): each own row with enough sample
   // keys keeps its m best (m = guess_rank) and takes the m-th as tau. The sample phase
@@ -372,7 +361,7 @@ __global__ void __launch_bounds__(kScorerThreads, 1)
     finish_rows<kRows>(a, f, sm, sink, split, t);
     sink.clock.add(kProfileConsume, t1 - t0);
     sink.clock.add(kProfileFinish, sink.clock.now() - t1);
-    sink.clock.flush(t);
+    sink.clock.flush(t == 0, fused_profile_sums());
   }
 }
 

@@ -26,6 +26,7 @@
 #include "../../core/row_window.h"
 #include "block_select.cuh"
 #include "grid_radix_select.cuh"
+#include "phase_clock.cuh"
 #include "topk_over_logits.h"
 
 namespace flashindexer::sm90 {
@@ -42,6 +43,18 @@ constexpr int kBlock = 512;           // threads of the rows, split and merge ke
 constexpr int kFinishThreads = 1024;  // the grid select's finish: one CTA per row, <= 8 rows
 using RowSelector = BlockSelector<kBlock>;
 using FinishSelector = BlockSelector<kFinishThreads>;
+
+#ifndef FI_TOPK_PROFILE
+#define FI_TOPK_PROFILE 0  // experiment knob: 1 sums thread 0's clock64 per phase (topk_profile)
+#endif
+#if FI_TOPK_PROFILE
+__device__ unsigned long long g_topk_profile[kTopKProfileSlots];
+__device__ unsigned long long* topk_profile_sums() { return g_topk_profile; }
+#else
+__device__ unsigned long long* topk_profile_sums() { return nullptr; }
+#endif
+using TopKClock = PhaseClock<kTopKProfileSlots, FI_TOPK_PROFILE != 0>;
+using NoClock = PhaseClock<kTopKProfileSlots, false>;
 
 __device__ int32_t gcd(int32_t a, int32_t b) {
   while (b != 0) {
@@ -161,8 +174,9 @@ __device__ bool stream_logits(BlockSelector<kThreads>& sel, const float* row_ptr
 // min(K, L) keys beat the guess, streams again without it. Returns whether any was NaN.
 // The guess targets ~2K survivors from the (2K * 2048 / L)-th best of 2048 evenly
 // spaced samples; it is taken only when that rank is >= 8 (a stable estimate).
-template <int kThreads>
-__device__ bool scan_logits(BlockSelector<kThreads>& sel, const float* row_ptr, int64_t s0, int64_t s1, int32_t k) {
+template <int kThreads, class Clock>
+__device__ bool scan_logits(BlockSelector<kThreads>& sel, const float* row_ptr, int64_t s0, int64_t s1, int32_t k,
+                            Clock& clock, long long& t) {
   constexpr int kTile = BlockSelector<kThreads>::kTile;
   const int64_t len = s1 - s0;
   const int64_t rank = len > 0 ? 2 * int64_t(k) * kTile / len : 0;
@@ -176,6 +190,7 @@ __device__ bool scan_logits(BlockSelector<kThreads>& sel, const float* row_ptr, 
     }
     sel.guess(sample, uint32_t(rank));
   }
+  clock.lap(kTopKProfileSample, t);
   const bool nan = stream_logits(sel, row_ptr, s0, s1);
   if (guessed && sel.reduce() < k) {
     sel.reset();
@@ -215,12 +230,19 @@ __device__ int position_bits(const TopKArgs& a) {
 
 // The selector's final keys of one row, ordered (CONTRACT §3: by position or by rank), to
 // the row's outputs. Block-wide call, the last of a kernel.
-template <int kThreads>
+template <int kThreads, class Clock = NoClock>
 __device__ void finish_row(const TopKArgs& a, BlockSelector<kThreads>& sel, int64_t row, const RowWindow& w,
-                           bool nan) {
+                           bool nan, Clock&& clock = {}, long long t = 0) {
+  if constexpr (FI_TOPK_PROFILE != 0) {
+    sel.reduce();  // (finish() starts with it; here timed apart)
+    clock.lap(kTopKProfileReduce, t);
+  }
   uint64_t sorted[BlockSelector<kThreads>::kSortItems];
   const int32_t n = sel.finish(a.order == OutputOrder::kRank, sorted, position_bits(a), w.start, w.length());
+  clock.lap(kTopKProfileOrder, t);
   write_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), n, sorted);
+  clock.lap(kTopKProfileWrite, t);
+  clock.flush(threadIdx.x == 0, topk_profile_sums());
 }
 
 __device__ SplitCandidates split_workspace(const TopKArgs& a) {
@@ -249,10 +271,15 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_rows_kernel(c
   auto& st = *reinterpret_cast<RowSelector::Storage*>(smem);
   __shared__ uint32_t scratch;
   const int64_t row = blockIdx.x;
+  TopKClock clock;
+  long long t = clock.now();
   RowSelector sel(st, a.k);
   const RowWindow w = check_row<kBlock>(a, row, &scratch);
-  const bool nan = w.length() > 0 && scan_logits(sel, a.logits + row * a.logits_row_stride, w.start, w.end, a.k);
-  finish_row(a, sel, row, w, nan);
+  clock.lap(kTopKProfileCheck, t);
+  const bool nan =
+      w.length() > 0 && scan_logits(sel, a.logits + row * a.logits_row_stride, w.start, w.end, a.k, clock, t);
+  clock.lap(kTopKProfileSelect, t);
+  finish_row(a, sel, row, w, nan, clock, t);
 }
 
 // kSplit: one chunk of a row, its exact local top K (unsorted) to the workspace.
@@ -267,7 +294,9 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_split_kernel(
   const int64_t chunk = (w.length() + a.splits - 1) / a.splits;
   const int64_t s0 = w.start + chunk * blockIdx.y;
   const int64_t s1 = s0 + chunk < w.end ? s0 + chunk : w.end;
-  const bool nan = s0 < s1 && scan_logits(sel, a.logits + row * a.logits_row_stride, s0, s1, a.k);
+  NoClock clock;
+  long long t = 0;
+  const bool nan = s0 < s1 && scan_logits(sel, a.logits + row * a.logits_row_stride, s0, s1, a.k, clock, t);
   const int32_t n = sel.reduce();
   const SplitCandidates ws = split_workspace(a);
   const int64_t slot = row * a.splits + blockIdx.y;
@@ -287,9 +316,13 @@ __global__ void __launch_bounds__(kFinishThreads, 1) grid_finish_kernel(const To
   auto& st = *reinterpret_cast<FinishSelector::Storage*>(smem);
   __shared__ uint32_t scratch;
   const int64_t row = blockIdx.x;
+  TopKClock clock;
+  long long t = clock.now();
   FinishSelector sel(st, a.k);
   const RowWindow w = check_row<kFinishThreads>(a, row, &scratch);
+  clock.lap(kTopKProfileCheck, t);
   ptx::wait_for_previous_kernel();
+  clock.lap(kTopKProfileWait, t);
   const float* row_ptr = a.logits + row * a.logits_row_stride;
   bool nan = false;
   if (w.length() > a.k) {
@@ -309,7 +342,8 @@ __global__ void __launch_bounds__(kFinishThreads, 1) grid_finish_kernel(const To
   } else if (w.length() > 0) {
     nan = stream_logits(sel, row_ptr, w.start, w.end);
   }
-  finish_row(a, sel, row, w, nan);
+  clock.lap(kTopKProfileSelect, t);
+  finish_row(a, sel, row, w, nan, clock, t);
 }
 
 // Exact merge of the splits' local top K of each row. A programmatic dependent of the
@@ -407,6 +441,21 @@ cudaError_t topk_over_logits(const TopKArgs& a, cudaStream_t stream) {
   if (e = launch_dependent(grid_collect_kernel, grid, kGridThreads, 0, stream, a); e != cudaSuccess) return e;
   return launch_dependent(grid_finish_kernel, dim3(unsigned(rows)), kFinishThreads, sizeof(FinishSelector::Storage),
                           stream, a);
+}
+
+bool topk_profile(unsigned long long (&out)[kTopKProfileSlots], bool reset) {
+#if FI_TOPK_PROFILE
+  if (cudaMemcpyFromSymbol(out, g_topk_profile, sizeof(out)) != cudaSuccess) return false;
+  if (reset) {
+    const unsigned long long zero[kTopKProfileSlots] = {};
+    if (cudaMemcpyToSymbol(g_topk_profile, zero, sizeof(zero)) != cudaSuccess) return false;
+  }
+  return true;
+#else
+  (void)out;
+  (void)reset;
+  return false;
+#endif
 }
 
 cudaError_t topk_merge_splits(const TopKArgs& a, cudaStream_t stream) {

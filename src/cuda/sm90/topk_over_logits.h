@@ -44,6 +44,23 @@ struct SplitCandidates {
 // dependents; kSplit: two launches; all graph-capturable); returns the launch error, if any.
 cudaError_t topk_over_logits(const TopKArgs& args, cudaStream_t stream);
 
+// Builds with -DFI_TOPK_PROFILE=1 (an experiment knob): per-phase sums of thread 0's clock64
+// in the one-CTA-per-row kernel and the grid select's finish (whichever ran), over every CTA
+// since the last reset. out[kTopKProfileCtas] counts the CTAs.
+enum TopKProfile : int {
+  kTopKProfileCtas,
+  kTopKProfileCheck,   // row checks (window, page table)
+  kTopKProfileWait,    // grid finish: waiting for the collect (programmatic dependent launch)
+  kTopKProfileSample,  // rows: the sampled threshold guess
+  kTopKProfileSelect,  // rows: the stream (and any fallback); grid finish: ties and selected keys
+  kTopKProfileReduce,  // the last compaction to K keys
+  kTopKProfileOrder,   // ascending position (bitmap) or rank (sort)
+  kTopKProfileWrite,   // the output writes
+  kTopKProfileSlots
+};
+// Copies the counters (and zeroes them with reset); false in builds without the knob.
+bool topk_profile(unsigned long long (&out)[kTopKProfileSlots], bool reset);
+
 // Enqueues only the exact merge of args.splits local top-K lists per row (SplitCandidates
 // in args.workspace) into the final outputs; args.logits is not read. The fused operator's
 // split rows end here.
