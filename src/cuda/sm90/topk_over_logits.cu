@@ -39,6 +39,9 @@ namespace {
 #define FI_TOPK_UNROLL 2  // experiment knob: float4 per thread per group; two groups in flight
 #endif
 constexpr int kUnroll = FI_TOPK_UNROLL;
+#ifndef FI_TOPK_LOAD_PINGPONG
+#define FI_TOPK_LOAD_PINGPONG 0  // experiment knob: 1 alternates the two load register sets (no copy)
+#endif
 constexpr int kBlock = 512;           // threads of the rows, split and merge kernels
 constexpr int kFinishThreads = 1024;  // the grid select's finish: one CTA per row, <= 8 rows
 using RowSelector = BlockSelector<kBlock>;
@@ -132,13 +135,12 @@ __device__ bool stream_logits(BlockSelector<kThreads>& sel, const float* row_ptr
       if (tile >= tiles) tile -= tiles;
     }
   };
-  if (tiles > 0) load(0, x, idx);
-  for (int32_t t0 = 0; t0 < tiles; t0 += kUnroll) {
-    if (t0 + kUnroll < tiles) load(t0 + kUnroll, nx, nidx);
+  // Filters kUnroll float4 per thread (v, their vector indices i). Block-wide call.
+  auto process = [&](const float4 (&v)[kUnroll], const int32_t (&i)[kUnroll]) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const bool ok = idx[u] < nvec;
-      const float f[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
+      const bool ok = i[u] < nvec;
+      const float f[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
       if constexpr (FI_TOPK_PREFILTER != 0 && std::is_same_v<Keep, KeepAll>) {
         uint32_t raw[4];
 #pragma unroll
@@ -146,7 +148,7 @@ __device__ bool stream_logits(BlockSelector<kThreads>& sel, const float* row_ptr
           raw[j] = ordered_bits(f[j]);
           nan |= ok && isnan(f[j]);
         }
-        sel.push_floats(f, raw, int32_t(first) + idx[u] * 4, ok);
+        sel.push_floats(f, raw, int32_t(first) + i[u] * 4, ok);
       } else {
         uint32_t key[4];
         int32_t pos[4];
@@ -155,18 +157,34 @@ __device__ bool stream_logits(BlockSelector<kThreads>& sel, const float* row_ptr
         for (int j = 0; j < 4; ++j) {
           key[j] = float_key(f[j]);
           valid[j] = ok && keep(key[j]);
-          pos[j] = int32_t(first) + idx[u] * 4 + j;
+          pos[j] = int32_t(first) + i[u] * 4 + j;
           nan |= ok && key[j] == 0u;  // float_key maps every NaN to 0
         }
         sel.push_scores(key, pos, valid);
       }
     }
+  };
+  if (tiles > 0) load(0, x, idx);
+#if FI_TOPK_LOAD_PINGPONG
+  // The two register sets take turns: while one is filtered, the other's loads are in
+  // flight, and no register copy waits for a load before the next loads are issued.
+  for (int32_t t0 = 0; t0 < tiles; t0 += 2 * kUnroll) {
+    if (t0 + kUnroll < tiles) load(t0 + kUnroll, nx, nidx);
+    process(x, idx);
+    if (t0 + 2 * kUnroll < tiles) load(t0 + 2 * kUnroll, x, idx);
+    if (t0 + kUnroll < tiles) process(nx, nidx);
+  }
+#else
+  for (int32_t t0 = 0; t0 < tiles; t0 += kUnroll) {
+    if (t0 + kUnroll < tiles) load(t0 + kUnroll, nx, nidx);
+    process(x, idx);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       x[u] = nx[u];
       idx[u] = nidx[u];
     }
   }
+#endif
   return __syncthreads_or(nan);
 }
 
