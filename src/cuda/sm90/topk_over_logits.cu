@@ -39,9 +39,6 @@ namespace {
 #define FI_TOPK_UNROLL 2  // experiment knob: float4 per thread per group; two groups in flight
 #endif
 constexpr int kUnroll = FI_TOPK_UNROLL;
-#ifndef FI_TOPK_LOAD_PINGPONG
-#define FI_TOPK_LOAD_PINGPONG 0  // experiment knob: 1 alternates the two load register sets (no copy)
-#endif
 constexpr int kBlock = 512;           // threads of the rows, split and merge kernels
 constexpr int kFinishThreads = 1024;  // the grid select's finish: one CTA per row, <= 8 rows
 using RowSelector = BlockSelector<kBlock>;
@@ -165,16 +162,6 @@ __device__ bool stream_logits(BlockSelector<kThreads>& sel, const float* row_ptr
     }
   };
   if (tiles > 0) load(0, x, idx);
-#if FI_TOPK_LOAD_PINGPONG
-  // The two register sets take turns: while one is filtered, the other's loads are in
-  // flight, and no register copy waits for a load before the next loads are issued.
-  for (int32_t t0 = 0; t0 < tiles; t0 += 2 * kUnroll) {
-    if (t0 + kUnroll < tiles) load(t0 + kUnroll, nx, nidx);
-    process(x, idx);
-    if (t0 + 2 * kUnroll < tiles) load(t0 + 2 * kUnroll, x, idx);
-    if (t0 + kUnroll < tiles) process(nx, nidx);
-  }
-#else
   for (int32_t t0 = 0; t0 < tiles; t0 += kUnroll) {
     if (t0 + kUnroll < tiles) load(t0 + kUnroll, nx, nidx);
     process(x, idx);
@@ -184,7 +171,6 @@ __device__ bool stream_logits(BlockSelector<kThreads>& sel, const float* row_ptr
       idx[u] = nidx[u];
     }
   }
-#endif
   return __syncthreads_or(nan);
 }
 
