@@ -265,6 +265,47 @@ TEST(GpuFused, SampledGuessHoldsOrIsRepaired) {
   for (const bool boost : {false, true}) expect_sampled_start(boost, 32768);
 }
 
+// The sampled start with H = 32: ragged prefill rows in groups of 8 (N = 256), 2 x SMs
+// groups, so one split each; causal windows, so the rows of a group differ in length.
+// Exact against dense + TopK, and the workspace's flags show that the guesses ran.
+TEST(GpuFused, SampledStartWithThirtyTwoHeads) {
+  SKIP_WITHOUT_GPU();
+  int optin = 0, sms = 0;
+  GPU_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+  GPU_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  constexpr int32_t kK = 512, kRowsPerGroup = 8;
+  SyntheticSpec s = spec(CacheFormat::kMxfp4, Generator::kGaussian, int64_t(2) * sms * kRowsPerGroup, 1, 16384, kK, 94);
+  s.num_heads = 32;
+  const HostProblem h = make(s);
+  const int32_t cap = sm90::fused_topk_capacity(CacheFormat::kMxfp4, 32, kRowsPerGroup, size_t(optin));
+  const int32_t every = flashindexer::cuda::fused_vote_interval(cap, kK, 64);
+  const int32_t tiles = int32_t((h.window_end[0] + 63) / 64);  // the shortest window of the first group
+  ASSERT_GT(sm90::SampleOrder::plan(tiles, flashindexer::cuda::fused_sample_tiles(cap, kK, 64, every)).sample, 0)
+      << "cap " << cap << ", tiles " << tiles;
+  DeviceProblem d(h);
+  FusedRun f(d.p);
+  const int64_t rows = h.rows();
+  ASSERT_GE(f.ws.n, size_t(rows) * sizeof(uint32_t));
+  const Status st = f.run(d.p);
+  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  GPU_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint8_t> ws = f.ws.to_host();
+  int64_t held = 0, unknown = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    uint32_t flag;
+    std::memcpy(&flag, ws.data() + 4 * r, 4);
+    held += flag == 2u;
+    unknown += flag > 2u;
+  }
+  EXPECT_EQ(unknown, 0);
+  EXPECT_GT(held, rows / 2) << "gaussian rows: the sampled guess should hold for most";
+  const HostResults fused = f.out.host();
+  EXPECT_EQ(long_rows(fused), rows);
+  const DenseThenTopK dense = gpu_dense_then_topk(d.p);
+  EXPECT_EQ(first_difference(dense.results, fused), "") << "fused vs GPU dense + GPU TopK";
+  EXPECT_EQ(first_difference(cpu_topk_of(h, dense.logits), fused), "") << "vs CPU TopK";
+}
+
 // Decode rows, next_n 1..4: few requests split over many CTAs, exact merge on the GPU.
 TEST(GpuFused, DecodeRowsSplitAndMerged) {
   SKIP_WITHOUT_GPU();
