@@ -394,12 +394,7 @@ int32_t fused_topk_min_capacity(int32_t k, int32_t heads, int32_t rows_per_group
 
 bool fused_topk_profile(unsigned long long (&out)[kFusedProfileSlots], bool reset) {
 #if FI_FUSED_PROFILE
-  if (cudaMemcpyFromSymbol(out, g_fused_profile, sizeof(out)) != cudaSuccess) return false;
-  if (reset) {
-    const unsigned long long zero[kFusedProfileSlots] = {};
-    if (cudaMemcpyToSymbol(g_fused_profile, zero, sizeof(zero)) != cudaSuccess) return false;
-  }
-  return true;
+  return read_phase_sums(g_fused_profile, out, reset);
 #else
   (void)out;
   (void)reset;

@@ -8,7 +8,19 @@
 // Threads: any; only the flushing thread touches global memory. Shared memory: none.
 #pragma once
 
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
 namespace flashindexer::sm90 {
+
+// Host: copies an operator's phase sums (its __device__ array) and zeroes them with reset.
+template <class Symbol, size_t kSlots>
+bool read_phase_sums(const Symbol& sums, unsigned long long (&out)[kSlots], bool reset) {
+  if (cudaMemcpyFromSymbol(out, sums, sizeof(out)) != cudaSuccess) return false;
+  const unsigned long long zero[kSlots] = {};
+  return !reset || cudaMemcpyToSymbol(sums, zero, sizeof(zero)) == cudaSuccess;
+}
 
 template <int kSlots, bool kOn>
 struct PhaseClock {

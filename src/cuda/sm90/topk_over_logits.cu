@@ -449,12 +449,7 @@ cudaError_t topk_over_logits(const TopKArgs& a, cudaStream_t stream) {
 
 bool topk_profile(unsigned long long (&out)[kTopKProfileSlots], bool reset) {
 #if FI_TOPK_PROFILE
-  if (cudaMemcpyFromSymbol(out, g_topk_profile, sizeof(out)) != cudaSuccess) return false;
-  if (reset) {
-    const unsigned long long zero[kTopKProfileSlots] = {};
-    if (cudaMemcpyToSymbol(g_topk_profile, zero, sizeof(zero)) != cudaSuccess) return false;
-  }
-  return true;
+  return read_phase_sums(g_topk_profile, out, reset);
 #else
   (void)out;
   (void)reset;
