@@ -16,7 +16,9 @@ sub=${SUB:-bench}  # the CLI subcommand that runs POINT
 name=${kernel//[^A-Za-z0-9_]/}_$point${TAG:+_$TAG}
 rep=/tmp/ncu_$name
 ncu --clock-control none --kernel-name "regex:$kernel" --launch-count 1 \
-  --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section SourceCounters \
+  --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+  --section MemoryWorkloadAnalysis_Tables --section Occupancy --section WarpStateStats --section SchedulerStats \
+  --section SourceCounters \
   --export "$rep" --force-overwrite \
   "$bin" "$sub" --only "$point" --iters 1 > "$OUT/ncu_$name.txt" 2>&1
 ncu --import "$rep.ncu-rep" --page details >> "$OUT/ncu_$name.txt" 2>&1
