@@ -32,6 +32,13 @@ namespace flashindexer::sm90 {
 #define FI_TOPK_PREFILTER 1
 #endif
 
+// Experiment knob, not yet run on a GPU: FI_TOPK_GUESS_FLOOR=1 takes the sampled threshold
+// guess from RadixSelect::floor_of_kth (usually one histogram pass) instead of the exact kth
+// (the guess is 16% of a CTA at 64 x 65,536 and 10% in prefill: docs/perf.md, session 9).
+#ifndef FI_TOPK_GUESS_FLOOR
+#define FI_TOPK_GUESS_FLOOR 0
+#endif
+
 inline constexpr int kMaxK = 2048;
 
 // The sizes of a BlockSelector of kThreads threads.
@@ -121,8 +128,15 @@ class BlockSelector {
     const bool all[4] = {true, true, true, true};
     push_tile(sample, all);
     __syncthreads();
+#if FI_TOPK_GUESS_FLOOR
+    // A key at or below the need-th best sample, usually after one radix pass: the lower edge
+    // of its digit bin once at most 2 need samples lie at or above that edge.
+    const uint64_t kth = Select::floor_of_kth(s_.select, s_.cand, s_.count, need, 2 * need, threadIdx.x);
+    reset(kth == 0 ? 0 : kth - 1);
+#else
     const uint64_t kth = Select::kth(s_.select, s_.cand, s_.count, need, threadIdx.x);
     reset(kth - 1);
+#endif
   }
 
   __device__ void reset(uint64_t tau = 0) {
