@@ -27,8 +27,9 @@ TEST(Order, FloatKeyFollowsTheContractOrder) {
   for (float x : ascending) EXPECT_EQ(bits(key_to_float(float_key(x))), bits(x));
 }
 
-// The GPU's prefilter (push_floats) votes on ordered_bits: it must equal float_key on every
-// non-NaN and never be below it, so that ordered_bits >= t keeps every key >= t.
+// The GPU's prefilter (BlockSelector::push_vectors) votes on ordered_bits: it must equal
+// float_key on every non-NaN and never be below it, so that ordered_bits >= t keeps every key
+// >= t; ordered_bits_nan and key_of_ordered_bits recover isnan and float_key from it.
 TEST(Order, OrderedBitsIsFloatKeyWithoutNaNCanonicalization) {
   int64_t nans = 0;
   for (uint64_t b = 0; b <= 0xFFFFFFFFull; b += 251) {  // ~17M patterns over every exponent
@@ -40,7 +41,15 @@ TEST(Order, OrderedBitsIsFloatKeyWithoutNaNCanonicalization) {
       ADD_FAILURE() << std::hex << b << ": " << ordered_bits(x) << " vs " << float_key(x);
       break;
     }
+    if (ordered_bits_nan(ordered_bits(x)) != std::isnan(x) || key_of_ordered_bits(ordered_bits(x)) != float_key(x)) {
+      ADD_FAILURE() << std::hex << b << ": ordered_bits_nan / key_of_ordered_bits disagree with isnan / float_key";
+      break;
+    }
   }
+  // The edges of the NaN ranges on both signs.
+  for (uint32_t b : {0x7F800000u, 0x7F800001u, 0x7FFFFFFFu, 0xFF800000u, 0xFF800001u, 0xFFFFFFFFu, 0x80000000u, 0u})
+    EXPECT_EQ(ordered_bits_nan(ordered_bits(std::bit_cast<float>(b))), std::isnan(std::bit_cast<float>(b)))
+        << std::hex << b;
   EXPECT_GT(nans, 0);
   for (float x : {-kInf, -0.0f, 0.0f, kInf, -1.0f, 1.0f}) EXPECT_EQ(ordered_bits(x), float_key(x)) << x;
 }

@@ -33,6 +33,13 @@ FI_HD constexpr uint32_t ordered_bits(float x) {
   return b ^ (static_cast<uint32_t>(static_cast<int32_t>(b) >> 31) | 0x80000000u);
 }
 
+// Whether ordered_bits(x) came from a NaN: -inf .. +inf have ordered bits 0x007FFFFF ..
+// 0xFF800000, which the wrapping add maps to 0 .. 0xFF000001; every NaN lands above.
+FI_HD constexpr bool ordered_bits_nan(uint32_t ordered) { return ordered + 0xFF800001u > 0xFF000001u; }
+
+// float_key from ordered_bits: the same key, NaN canonicalized to 0.
+FI_HD constexpr uint32_t key_of_ordered_bits(uint32_t ordered) { return ordered_bits_nan(ordered) ? 0u : ordered; }
+
 FI_HD constexpr uint64_t rank_key(float score, int32_t position) {
   return (uint64_t{float_key(score)} << 32) | (0xFFFFFFFFu - static_cast<uint32_t>(position));
 }

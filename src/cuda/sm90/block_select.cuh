@@ -2,13 +2,17 @@
 //
 // Purpose: one CTA keeps the exact top K of a stream of rank keys (rank_key.h:
 //   (float_key << 32) | (0xFFFFFFFF - position), unique, larger = better).
-// Algorithm: keys above the threshold tau are appended to a shared-memory buffer
-//   of kCap keys (one warp-aggregated atomic per warp and tile, skipped when no lane
-//   passes). When fewer than two tiles of room are left, compact(): the K-th best key
-//   by radix select (radix_select.cuh, shared with the fused operator), tau rises to it
-//   and exactly K keys are kept, in place. Exact and bounded by construction. finish()
-//   orders the final min(K, n) keys: by position through a bitmap of the window (each
-//   key's rank is a popcount prefix; no sort), or by rank (cub::BlockRadixSort).
+// Algorithm: keys above the threshold tau (a register copy) are appended to a shared-memory
+//   buffer of kCap slots, each warp to its own slots: slot j of warp w is
+//   cand[(j / 32) * 32 kWarps + 32 w + j % 32], so a warp places its keys by ballots alone (no
+//   shared atomic, no shuffle chain). Empty slots hold 0, which no rank key is, so the radix
+//   select (radix_select.cuh, shared with the fused operator) reads the buffer as one array.
+//   One barrier per push checks that every warp has room for the push; else compact(): the
+//   K-th best key by radix select, tau rises to it, and the K best move to the buffer's prefix
+//   [0, K), which is an even share of every warp's first slots. Exact and bounded by
+//   construction. finish() orders the final min(K, n) keys: by position through a bitmap of
+//   the window (each key's rank is a popcount prefix; no sort), or by rank
+//   (cub::BlockRadixSort).
 // Threads: kThreads (a template parameter: 512 in most kernels, 1024 in the grid select's
 //   finish), all do every phase (no warp specialisation).
 // Shared memory: kCap * 8 candidates (the sort and the bitmap alias them) + 8 KiB histogram
@@ -20,33 +24,22 @@
 
 #include "../../core/rank_key.h"
 #include "radix_select.cuh"
-#include "warp_reserve.cuh"
 
 namespace flashindexer::sm90 {
-
-// FI_TOPK_PREFILTER (default 1; 0 = the rank-key path, same results): stream_logits feeds
-// push_floats (topk_over_logits.cu): 2 instructions per order key, NaN found by a float
-// compare, one vote per tile before any rank key. H200, 8,192 x 196,608, K = 1024:
-// 3.82 -> 3.53 ms (bench/results/2026-11-29_prebuilt_ab_f961ac3.txt).
-#ifndef FI_TOPK_PREFILTER
-#define FI_TOPK_PREFILTER 1
-#endif
-
-// Experiment knob, not yet run on a GPU: FI_TOPK_GUESS_FLOOR=1 takes the sampled threshold
-// guess from RadixSelect::floor_of_kth (usually one histogram pass) instead of the exact kth
-// (the guess is 16% of a CTA at 64 x 65,536 and 10% in prefill: docs/perf.md, session 9).
-#ifndef FI_TOPK_GUESS_FLOOR
-#define FI_TOPK_GUESS_FLOOR 0
-#endif
 
 inline constexpr int kMaxK = 2048;
 
 // The sizes of a BlockSelector of kThreads threads.
 template <int kThreads>
 struct BlockShape {
+  static constexpr int kWarps = kThreads / 32;
   static constexpr int kTile = kThreads * 4;          // keys per push_tile()
-  static constexpr int kCap = kMaxK + 4 * kTile;       // candidate buffer (keys)
+  static constexpr int kCap = kMaxK + 4 * kTile;       // candidate slots
+  static constexpr int kWarpSlots = kCap / kWarps;     // each warp's: kMaxK / kWarps + 512
   static constexpr int kSortItems = kMaxK / kThreads;  // keys per thread in finish()
+  // After a compaction warp 0 holds the most slots, at most kMaxK / kWarps (kMaxK is a
+  // multiple of 32 kWarps); the rest is room for any push of up to 16 keys per lane.
+  static_assert(kMaxK % (32 * kWarps) == 0 && kWarpSlots - kMaxK / kWarps == 16 * 32);
 };
 
 template <int kThreads>
@@ -58,93 +51,97 @@ struct BlockSelectStorage {
   };
   typename RadixSelect<kThreads, CtaSync>::Storage select;
   uint64_t tau;
-  uint32_t count;
+  uint32_t count;      // keys held, all warps
+  uint32_t max_count;  // the most slots any warp has filled
 };
 
 template <int kThreads>
 class BlockSelector {
  public:
+  static constexpr int kWarps = BlockShape<kThreads>::kWarps;
   static constexpr int kTile = BlockShape<kThreads>::kTile;
   static constexpr int kCap = BlockShape<kThreads>::kCap;
+  static constexpr int kWarpSlots = BlockShape<kThreads>::kWarpSlots;
   static constexpr int kSortItems = BlockShape<kThreads>::kSortItems;
   using Storage = BlockSelectStorage<kThreads>;
   using Select = RadixSelect<kThreads, CtaSync>;
 
-  __device__ BlockSelector(Storage& s, int32_t k) : s_(s), k_(k) {
+  __device__ BlockSelector(Storage& s, int32_t k) : s_(s), k_(k), warp_base_(int(threadIdx.x / 32) * 32) {
+    for (int i = threadIdx.x; i < kCap; i += kThreads) s_.cand[i] = 0ull;
     if (threadIdx.x == 0) {
       s_.tau = 0;
       s_.count = 0;
+      s_.max_count = 0;
     }
     __syncthreads();
   }
 
   // Pushes up to 4 rank keys per thread (valid[i] false = absent). Block-wide call.
   __device__ void push_tile(const uint64_t (&rk)[4], const bool (&valid)[4]) {
-    make_room();
-    const uint64_t tau = s_.tau;
+    make_room(4);
     bool pass[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) pass[i] = valid[i] && rk[i] > tau;
+    for (int i = 0; i < 4; ++i) pass[i] = valid[i] && rk[i] > tau_;
     append(pass, [&](int i) { return rk[i]; });
   }
 
-  // Pushes up to 4 scores per thread as float keys + positions: the rank key is
-  // built only for the few that beat tau (the scan's hot path). Block-wide call.
-  __device__ void push_scores(const uint32_t (&key)[4], const int32_t (&pos)[4], const bool (&valid)[4]) {
-    make_room();
-    const uint64_t tau = s_.tau;
-    const uint32_t tau_hi = uint32_t(tau >> 32), tau_lo = uint32_t(tau);
-    bool pass[4];
+  // Pushes kU float4 of scores per thread: v[u] holds positions pos[u] .. pos[u] + 3 (ok[u]
+  // false = absent), those whose float key keep() accepts. One warp vote of the raw order
+  // bits against tau's score skips the push for most warps of a long stream; only the
+  // others build rank keys. Returns whether any present score was NaN. Block-wide call.
+  template <int kU, class Keep>
+  __device__ bool push_vectors(const float4 (&v)[kU], const int32_t (&pos)[kU], const bool (&ok)[kU], Keep&& keep) {
+    make_room(4 * kU);
+    const uint32_t tau_hi = uint32_t(tau_ >> 32);
+    uint32_t raw[4 * kU];
+    bool maybe = false, nan = false;
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
-      pass[i] = valid[i] && (key[i] > tau_hi || (key[i] == tau_hi && 0xFFFFFFFFu - uint32_t(pos[i]) > tau_lo));
-    append(pass, [&](int i) { return (uint64_t(key[i]) << 32) | (0xFFFFFFFFu - uint32_t(pos[i])); });
-  }
-
-  // Pushes 4 consecutive scores per thread, positions pos0 .. pos0 + 3 (ok false = absent),
-  // with raw[i] = ordered_bits(f[i]) >= float_key(f[i]) (equal but for NaNs): one warp vote
-  // of the raw keys against tau's score skips the tile for most warps, and only the others
-  // build rank keys. Block-wide call (FI_TOPK_PREFILTER).
-  __device__ void push_floats(const float (&f)[4], const uint32_t (&raw)[4], int32_t pos0, bool ok) {
-    make_room();
-    const uint64_t tau = s_.tau;
-    const uint32_t tau_hi = uint32_t(tau >> 32);
-    const bool maybe = ok && (raw[0] >= tau_hi || raw[1] >= tau_hi || raw[2] >= tau_hi || raw[3] >= tau_hi);
-    if (__ballot_sync(0xffffffffu, maybe) == 0) return;
-    uint64_t rk[4];
-    bool pass[4];
+    for (int u = 0; u < kU; ++u) {
+      const float f[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      rk[i] = rank_key(f[i], pos0 + i);
-      pass[i] = ok && rk[i] > tau;
+      for (int j = 0; j < 4; ++j) {
+        raw[4 * u + j] = ordered_bits(f[j]);  // >= float_key (rank_key.h)
+        nan |= ok[u] && ordered_bits_nan(raw[4 * u + j]);
+        maybe |= ok[u] && raw[4 * u + j] >= tau_hi;
+      }
+    }
+    if (__ballot_sync(0xffffffffu, maybe) == 0) return nan;
+    uint64_t rk[4 * kU];
+    bool pass[4 * kU];
+#pragma unroll
+    for (int i = 0; i < 4 * kU; ++i) {
+      const uint32_t key = key_of_ordered_bits(raw[i]);
+      rk[i] = (uint64_t(key) << 32) | (0xFFFFFFFFu - uint32_t(pos[i / 4] + i % 4));
+      pass[i] = ok[i / 4] && rk[i] > tau_ && keep(key);
     }
     append(pass, [&](int i) { return rk[i]; });
+    return nan;
   }
 
   // Threshold guess from a sample of the stream: tau := (need-th best sample) - 1.
   // Only a guess: the caller verifies that at least K keys passed it (reduce() == K)
-  // and otherwise reset()s and streams again without it.
+  // and otherwise reset()s and streams again without it. The first push of the selector.
   __device__ void guess(const uint64_t (&sample)[4], uint32_t need) {
     const bool all[4] = {true, true, true, true};
     push_tile(sample, all);
     __syncthreads();
-#if FI_TOPK_GUESS_FLOOR
-    // A key at or below the need-th best sample, usually after one radix pass: the lower edge
-    // of its digit bin once at most 2 need samples lie at or above that edge.
-    const uint64_t kth = Select::floor_of_kth(s_.select, s_.cand, s_.count, need, 2 * need, threadIdx.x);
-    reset(kth == 0 ? 0 : kth - 1);
-#else
-    const uint64_t kth = Select::kth(s_.select, s_.cand, s_.count, need, threadIdx.x);
+    const uint64_t kth = Select::kth(s_.select, s_.cand, extent(), need, threadIdx.x);
     reset(kth - 1);
-#endif
   }
 
+  // Empties the selector; tau becomes the given key.
   __device__ void reset(uint64_t tau = 0) {
     __syncthreads();
+    const uint32_t ext = extent();
+    __syncthreads();  // max_count read before it is rewritten
+    for (uint32_t i = threadIdx.x; i < ext; i += kThreads) s_.cand[i] = 0ull;
     if (threadIdx.x == 0) {
       s_.count = 0;
+      s_.max_count = 0;
       s_.tau = tau;
     }
+    wcount_ = 0;
+    tau_ = tau;
     __syncthreads();
   }
 
@@ -152,11 +149,11 @@ class BlockSelector {
   // first keeps the best K - A ties, then adds the A keys known to rank above them.
   __device__ void set_k(int32_t k) { k_ = k; }
 
-  // Reduces to the min(K, n) best candidates, unsorted, in candidates()[0, return).
+  // Reduces to the min(K, n) best candidates, unsorted, in candidates()[0, return). More
+  // keys may be pushed after it.
   __device__ int32_t reduce() {
     __syncthreads();
-    if (s_.count > uint32_t(k_)) compact();
-    __syncthreads();
+    compact();
     return int32_t(s_.count);
   }
   __device__ const uint64_t* candidates() const { return s_.cand; }
@@ -242,33 +239,73 @@ class BlockSelector {
     }
   }
 
-  // One barrier per tile. A thread may see a count that misses the previous tile's
-  // appends (at most kTile keys), so compact while two tiles of room remain.
-  __device__ void make_room() {
-    if (__syncthreads_or(s_.count > uint32_t(kCap - 2 * kTile))) compact();
+  // One barrier per push: compacts when a warp may lack room for per_lane keys per lane.
+  __device__ void make_room(uint32_t per_lane) {
+    if (__syncthreads_or(wcount_ + 32 * per_lane > uint32_t(kWarpSlots))) compact();
   }
 
-  // Warp-aggregated append of the passing keys (one shared atomic per warp).
-  template <typename KeyOf>
-  __device__ void append(const bool (&pass)[4], KeyOf&& key_of) {
-    const uint32_t mine = uint32_t(pass[0]) + uint32_t(pass[1]) + uint32_t(pass[2]) + uint32_t(pass[3]);
-    if (__ballot_sync(0xffffffffu, mine != 0) == 0) return;
-    uint32_t base = warp_reserve(mine, &s_.count);
+  // Buffer index of slot j of this warp.
+  __device__ uint32_t slot(uint32_t j) const { return (j >> 5) * (32 * kWarps) + (j & 31) + warp_base_; }
+
+  // The slots of warp w in the prefix [0, n) of the buffer.
+  __device__ static uint32_t prefix_share(uint32_t n, uint32_t w) {
+    const uint32_t blocks = n / 32;
+    const uint32_t whole = w < blocks ? (blocks - 1 - w) / kWarps + 1 : 0;
+    return 32 * whole + (blocks % kWarps == w ? n % 32 : 0);
+  }
+
+  // Buffer indices [0, extent()) hold every key. Read after a barrier that follows the pushes.
+  __device__ uint32_t extent() const {
+    const uint32_t e = (s_.max_count + 31) / 32 * (32 * kWarps);
+    return e < uint32_t(kCap) ? e : uint32_t(kCap);
+  }
+
+  // Appends the passing keys to this warp's slots, placed by one ballot per key index.
+  template <int N, typename KeyOf>
+  __device__ void append(const bool (&pass)[N], KeyOf&& key_of) {
+    const uint32_t lower = (1u << (threadIdx.x & 31)) - 1u;
+    uint32_t n = wcount_;
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
-      if (pass[i]) s_.cand[base++] = key_of(i);
+    for (int i = 0; i < N; ++i) {
+      const uint32_t b = __ballot_sync(0xffffffffu, pass[i]);
+      if (pass[i]) s_.cand[slot(n + __popc(b & lower))] = key_of(i);
+      n += __popc(b);
+    }
+    if (n != wcount_) {
+      if ((threadIdx.x & 31) == 0) {
+        atomicAdd(&s_.count, n - wcount_);
+        atomicMax(&s_.max_count, n);
+      }
+      wcount_ = n;
+    }
   }
 
-  // Keeps exactly the K best candidates; tau becomes the K-th best. Entered after a barrier.
+  // Keeps the min(K, n) best candidates, in the prefix [0, min(K, n)) of the buffer (an even
+  // share of every warp's slots), and empties the rest; when n > K, tau becomes the K-th
+  // best. Entered after a barrier that follows the pushes.
   __device__ void compact() {
-    const uint32_t n = s_.count;
-    const uint64_t kth = Select::kth(s_.select, s_.cand, n, uint32_t(k_), threadIdx.x);
-    if (threadIdx.x == 0) s_.tau = kth;
-    Select::compact(s_.cand, n, kth, &s_.count, threadIdx.x);
+    const uint32_t n = s_.count, ext = extent();
+    __syncthreads();  // count read before Select::compact rewrites it
+    uint64_t kth = 1;  // keeps every key (rank keys are > 0)
+    if (n > uint32_t(k_)) {
+      kth = Select::kth(s_.select, s_.cand, ext, uint32_t(k_), threadIdx.x);
+      if (threadIdx.x == 0) s_.tau = kth;
+    }
+    Select::compact(s_.cand, ext, kth, &s_.count, threadIdx.x);
+    const uint32_t kept = s_.count;
+    for (uint32_t i = kept + threadIdx.x; i < ext; i += kThreads) s_.cand[i] = 0ull;
+    wcount_ = prefix_share(kept, threadIdx.x / 32);
+    __syncthreads();  // every thread read count before thread 0 writes max_count
+    if (threadIdx.x == 0) s_.max_count = prefix_share(kept, 0);
+    tau_ = s_.tau;
+    __syncthreads();
   }
 
   Storage& s_;
   int32_t k_;
+  uint32_t warp_base_;   // 32 * this warp's index
+  uint32_t wcount_ = 0;  // slots this warp has filled (the same in all its lanes)
+  uint64_t tau_ = 0;     // s_.tau as of the last barrier that changed it
 };
 
 }  // namespace flashindexer::sm90

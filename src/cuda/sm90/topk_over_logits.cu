@@ -20,7 +20,6 @@
 //   CTAs per SM), ~152 KiB at 1024.
 #include <atomic>
 #include <cmath>
-#include <type_traits>
 #include <utility>
 
 #include "../../core/row_window.h"
@@ -130,39 +129,17 @@ __device__ bool stream_logits(BlockSelector<kThreads>& sel, const float* row_ptr
       if (tile >= tiles) tile -= tiles;
     }
   };
-  // Filters kUnroll float4 per thread (v, their vector indices i). Block-wide call.
-  auto process = [&](const float4 (&v)[kUnroll], const int32_t (&i)[kUnroll]) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const bool ok = i[u] < nvec;
-      const float f[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-      if constexpr (FI_TOPK_PREFILTER != 0 && std::is_same_v<Keep, KeepAll>) {
-        uint32_t raw[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          raw[j] = ordered_bits(f[j]);
-          nan |= ok && isnan(f[j]);
-        }
-        sel.push_floats(f, raw, int32_t(first) + i[u] * 4, ok);
-      } else {
-        uint32_t key[4];
-        int32_t pos[4];
-        bool valid[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          key[j] = float_key(f[j]);
-          valid[j] = ok && keep(key[j]);
-          pos[j] = int32_t(first) + i[u] * 4 + j;
-          nan |= ok && key[j] == 0u;  // float_key maps every NaN to 0
-        }
-        sel.push_scores(key, pos, valid);
-      }
-    }
-  };
   if (tiles > 0) load(0, x, idx);
   for (int32_t t0 = 0; t0 < tiles; t0 += kUnroll) {
     if (t0 + kUnroll < tiles) load(t0 + kUnroll, nx, nidx);
-    process(x, idx);
+    int32_t pos[kUnroll];
+    bool ok[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      ok[u] = idx[u] < nvec;
+      pos[u] = int32_t(first) + idx[u] * 4;
+    }
+    nan |= sel.push_vectors(x, pos, ok, keep);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       x[u] = nx[u];
