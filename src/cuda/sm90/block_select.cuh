@@ -66,7 +66,7 @@ class BlockSelector {
   using Storage = BlockSelectStorage<kThreads>;
   using Select = RadixSelect<kThreads, CtaSync>;
 
-  __device__ BlockSelector(Storage& s, int32_t k) : s_(s), k_(k), warp_base_(int(threadIdx.x / 32) * 32) {
+  __device__ BlockSelector(Storage& s, int32_t k) : s_(s), k_(k), mine_(s.cand + threadIdx.x / 32 * 32) {
     for (int i = threadIdx.x; i < kCap; i += kThreads) s_.cand[i] = 0ull;
     if (threadIdx.x == 0) {
       s_.tau = 0;
@@ -244,8 +244,8 @@ class BlockSelector {
     if (__syncthreads_or(wcount_ + 32 * per_lane > uint32_t(kWarpSlots))) compact();
   }
 
-  // Buffer index of slot j of this warp.
-  __device__ uint32_t slot(uint32_t j) const { return (j >> 5) * (32 * kWarps) + (j & 31) + warp_base_; }
+  // Slot j of this warp: cand[(j / 32) * 32 kWarps + 32 w + j % 32].
+  __device__ uint64_t& slot(uint32_t j) const { return mine_[j + (j & ~31u) * (kWarps - 1)]; }
 
   // The slots of warp w in the prefix [0, n) of the buffer.
   __device__ static uint32_t prefix_share(uint32_t n, uint32_t w) {
@@ -268,7 +268,7 @@ class BlockSelector {
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       const uint32_t b = __ballot_sync(0xffffffffu, pass[i]);
-      if (pass[i]) s_.cand[slot(n + __popc(b & lower))] = key_of(i);
+      if (pass[i]) slot(n + __popc(b & lower)) = key_of(i);
       n += __popc(b);
     }
     if (n != wcount_) {
@@ -303,7 +303,7 @@ class BlockSelector {
 
   Storage& s_;
   int32_t k_;
-  uint32_t warp_base_;   // 32 * this warp's index
+  uint64_t* mine_;       // cand + 32 * this warp's index: its slot 0
   uint32_t wcount_ = 0;  // slots this warp has filled (the same in all its lanes)
   uint64_t tau_ = 0;     // s_.tau as of the last barrier that changed it
 };
