@@ -27,6 +27,12 @@
 
 namespace flashindexer::sm90 {
 
+// Diagnostic knob (wrong results; timing only): 1 ends every push after the vote, so the
+// stream's loads and vote are all that is left of it.
+#ifndef FI_TOPK_DIAG_VOTE_ONLY
+#define FI_TOPK_DIAG_VOTE_ONLY 0
+#endif
+
 inline constexpr int kMaxK = 2048;
 
 // The sizes of a BlockSelector of kThreads threads.
@@ -105,7 +111,7 @@ class BlockSelector {
         maybe |= ok[u] && raw[4 * u + j] >= tau_hi;
       }
     }
-    if (__ballot_sync(0xffffffffu, maybe) == 0) return nan;
+    if (__ballot_sync(0xffffffffu, maybe) == 0 || FI_TOPK_DIAG_VOTE_ONLY) return nan;
     uint64_t rk[4 * kU];
     bool pass[4 * kU];
 #pragma unroll
