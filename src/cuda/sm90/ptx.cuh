@@ -123,11 +123,6 @@ __device__ __forceinline__ float min_nan(float a, float b) {
 }
 
 // ---- cp.async (global -> shared, generic proxy, tracked per thread) ----
-// Asks the L2 to fetch [p, p + bytes) (16-byte aligned, a multiple of 16); no completion.
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-}
-
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
 }

@@ -98,30 +98,8 @@ struct TileOrder {
     step = tiles > 2 ? (tiles * 5) / 8 + 1 : 1;
     while (gcd(step, tiles) != 1) ++step;
   }
-  __device__ int32_t at(int32_t p) const { return int32_t(int64_t(p) * step % tiles); }
   __device__ int32_t next(int32_t tile) const { return tile + step >= tiles ? tile + step - tiles : tile + step; }
 };
-
-// FI_TOPK_PREFETCH_TILES (default 8; 0 = none): thread 0 asks the L2 for the tile this
-// many visits ahead of the loads (cp.async.bulk.prefetch), and for the first ones before
-// the sampled guess, so the loads find their tiles in the L2.
-#ifndef FI_TOPK_PREFETCH_TILES
-#define FI_TOPK_PREFETCH_TILES 8
-#endif
-template <int kThreads>
-__device__ void prefetch_tile(const float4* vec, int64_t nvec, int32_t tile) {
-  const int64_t v0 = int64_t(tile) * kThreads;
-  const int64_t n = nvec - v0 < kThreads ? nvec - v0 : kThreads;
-  ptx::prefetch_l2(vec + v0, uint32_t(n * 16));
-}
-
-// The first FI_TOPK_PREFETCH_TILES tiles of the visit (thread 0).
-template <int kThreads>
-__device__ void prefetch_first_tiles(const float4* vec, int64_t nvec, const TileOrder<kThreads>& order) {
-  if (FI_TOPK_PREFETCH_TILES == 0 || threadIdx.x != 0) return;
-  for (int32_t p = 0, tile = 0; p < FI_TOPK_PREFETCH_TILES && p < order.tiles; ++p, tile = order.next(tile))
-    prefetch_tile<kThreads>(vec, nvec, tile);
-}
 
 struct KeepAll {
   __device__ bool operator()(uint32_t) const { return true; }
@@ -151,9 +129,7 @@ __device__ bool stream_logits(BlockSelector<kThreads>& sel, const float* row_ptr
   const int64_t first = s0 + head;
   const TileOrder<kThreads> order(nvec);
   const int32_t tiles = order.tiles;
-  prefetch_first_tiles(vec, nvec, order);
-  int32_t tile = 0;                                                // the next tile to load
-  int32_t ahead = order.at(FI_TOPK_PREFETCH_TILES % (tiles > 0 ? tiles : 1));  // to prefetch
+  int32_t tile = 0;  // the next tile to load
   // Register double buffering: the next kUnroll tiles are in flight while the
   // current ones are filtered, so the loads never drain between groups.
   float4 x[kUnroll], nx[kUnroll];
@@ -164,10 +140,6 @@ __device__ bool stream_logits(BlockSelector<kThreads>& sel, const float* row_ptr
       i[u] = t0 + u < tiles ? tile * kThreads + int32_t(threadIdx.x) : int32_t(nvec);
       if (i[u] < nvec) v[u] = __ldcs(vec + i[u]);
       tile = order.next(tile);
-      if (FI_TOPK_PREFETCH_TILES > 0 && threadIdx.x == 0 && t0 + u + FI_TOPK_PREFETCH_TILES < tiles) {
-        prefetch_tile<kThreads>(vec, nvec, ahead);
-        ahead = order.next(ahead);
-      }
     }
   };
   if (tiles > 0) load(0, x, idx);
@@ -201,11 +173,6 @@ __device__ bool scan_logits(BlockSelector<kThreads>& sel, const float* row_ptr, 
   const int64_t len = s1 - s0;
   const int64_t rank = len > 0 ? 2 * int64_t(k) * kTile / len : 0;
   const bool guessed = len >= 8192 && rank >= 8;
-  if (FI_TOPK_PREFETCH_TILES > 0 && threadIdx.x == 0) {  // under the sample's loads and select
-    const AlignedSpan span(row_ptr, s0, s1);
-    prefetch_first_tiles(reinterpret_cast<const float4*>(row_ptr + s0 + span.head), span.nvec,
-                         TileOrder<kThreads>(span.nvec));
-  }
   if (guessed) {
     uint64_t sample[4];
 #pragma unroll
