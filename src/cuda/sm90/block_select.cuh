@@ -5,8 +5,9 @@
 // Algorithm: keys above the threshold tau (a register copy) are appended to a shared-memory
 //   buffer of kCap slots, each warp to its own slots: slot j of warp w is
 //   cand[(j / 32) * 32 kWarps + 32 w + j % 32], so a warp places its keys by ballots alone (no
-//   shared atomic, no shuffle chain). Empty slots hold 0, which no rank key is, so the radix
-//   select (radix_select.cuh, shared with the fused operator) reads the buffer as one array.
+//   shared atomic, no shuffle chain). Before a select, each warp zeroes its slots past its
+//   count (0 is no rank key), so the radix select (radix_select.cuh, shared with the fused
+//   operator) reads the buffer as one array.
 //   One barrier per push checks that every warp has room for the push; else compact(): the
 //   K-th best key by radix select, tau rises to it, and the K best move to the buffer's prefix
 //   [0, K), which is an even share of every warp's first slots. Exact and bounded by
@@ -73,7 +74,6 @@ class BlockSelector {
   using Select = RadixSelect<kThreads, CtaSync>;
 
   __device__ BlockSelector(Storage& s, int32_t k) : s_(s), k_(k), mine_(s.cand + threadIdx.x / 32 * 32) {
-    for (int i = threadIdx.x; i < kCap; i += kThreads) s_.cand[i] = 0ull;
     if (threadIdx.x == 0) {
       s_.tau = 0;
       s_.count = 0;
@@ -131,16 +131,15 @@ class BlockSelector {
     const bool all[4] = {true, true, true, true};
     push_tile(sample, all);
     __syncthreads();
-    const uint64_t kth = Select::kth(s_.select, s_.cand, extent(), need, threadIdx.x);
+    const uint32_t ext = extent();
+    clear_unused(ext);
+    const uint64_t kth = Select::kth(s_.select, s_.cand, ext, need, threadIdx.x);
     reset(kth - 1);
   }
 
   // Empties the selector; tau becomes the given key.
   __device__ void reset(uint64_t tau = 0) {
     __syncthreads();
-    const uint32_t ext = extent();
-    __syncthreads();  // max_count read before it is rewritten
-    for (uint32_t i = threadIdx.x; i < ext; i += kThreads) s_.cand[i] = 0ull;
     if (threadIdx.x == 0) {
       s_.count = 0;
       s_.max_count = 0;
@@ -286,12 +285,20 @@ class BlockSelector {
     }
   }
 
+  // Zeroes this warp's slots from its count up to the extent, so that the buffer's first ext
+  // entries are keys or 0 for the radix select; ends with a barrier. Slots past a warp's
+  // count are not kept zero between selects: pushes write only below it.
+  __device__ void clear_unused(uint32_t ext) {
+    for (uint32_t j = wcount_ + (threadIdx.x & 31); j < ext / kWarps; j += 32) slot(j) = 0ull;
+    __syncthreads();
+  }
+
   // Keeps the min(K, n) best candidates, in the prefix [0, min(K, n)) of the buffer (an even
-  // share of every warp's slots), and empties the rest; when n > K, tau becomes the K-th
-  // best. Entered after a barrier that follows the pushes.
+  // share of every warp's slots); when n > K, tau becomes the K-th best. Entered after a
+  // barrier that follows the pushes.
   __device__ void compact() {
     const uint32_t n = s_.count, ext = extent();
-    __syncthreads();  // count read before Select::compact rewrites it
+    clear_unused(ext);  // its barrier: count read before Select::compact rewrites it
     uint64_t kth = 1;  // keeps every key (rank keys are > 0)
     if (n > uint32_t(k_)) {
       kth = Select::kth(s_.select, s_.cand, ext, uint32_t(k_), threadIdx.x);
@@ -299,7 +306,6 @@ class BlockSelector {
     }
     Select::compact(s_.cand, ext, kth, &s_.count, threadIdx.x);
     const uint32_t kept = s_.count;
-    for (uint32_t i = kept + threadIdx.x; i < ext; i += kThreads) s_.cand[i] = 0ull;
     wcount_ = prefix_share(kept, threadIdx.x / 32);
     __syncthreads();  // every thread read count before thread 0 writes max_count
     if (threadIdx.x == 0) s_.max_count = prefix_share(kept, 0);
