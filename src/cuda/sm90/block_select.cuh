@@ -150,16 +150,21 @@ class BlockSelector {
     __syncthreads();
   }
 
-  // A new K for what follows (the candidates held are kept): the grid select's finish
-  // first keeps the best K - A ties, then adds the A keys known to rank above them.
-  __device__ void set_k(int32_t k) { k_ = k; }
-
-  // Reduces to the min(K, n) best candidates, unsorted, in candidates()[0, return). More
-  // keys may be pushed after it.
+  // Reduces to the min(K, n) best candidates (a compaction when n > K); returns that number.
+  // More keys may be pushed after it.
   __device__ int32_t reduce() {
     __syncthreads();
-    compact();
+    if (s_.count > uint32_t(k_)) compact();
+    __syncthreads();
     return int32_t(s_.count);
+  }
+
+  // reduce(), then the candidates in candidates()[0, return) (a compaction that keeps every
+  // key packs them there when pushes left them in the warps' slots). No pushes after it.
+  __device__ int32_t gather() {
+    const int32_t n = reduce();
+    if (__syncthreads_or(wcount_ != prefix_share(uint32_t(n), threadIdx.x / 32))) compact();
+    return n;
   }
   __device__ const uint64_t* candidates() const { return s_.cand; }
 
@@ -168,14 +173,17 @@ class BlockSelector {
   // position lies in the window [start, start + len). Ascending position: a bitmap of the
   // window ranks each position (rank_by_bitmap) when it fits, else (and by rank) a radix
   // sort; pos_bits: every position is below 2^pos_bits - 1, so that sort needs pos_bits bits.
+  // No pushes after it.
   __device__ int32_t finish(bool by_rank, uint64_t (&out)[kSortItems], int pos_bits, int64_t start, int64_t len) {
     const int32_t n = reduce();
+    // Each lane takes kSortItems of its warp's slots; a warp holding more is packed first.
+    if (__syncthreads_or(wcount_ > 32u * kSortItems)) compact();
     bool outside = false;
 #pragma unroll
     for (int i = 0; i < kSortItems; ++i) {
-      const int idx = threadIdx.x * kSortItems + i;
-      out[i] = idx < n ? s_.cand[idx] : 0ull;  // 0 sorts last in both orders below
-      outside |= idx < n && uint64_t(int64_t(rank_key_position(out[i])) - start) >= uint64_t(len);
+      const uint32_t j = (threadIdx.x & 31) * kSortItems + i;
+      out[i] = j < wcount_ ? slot(j) : 0ull;  // 0 (no key) sorts last in both orders below
+      outside |= out[i] != 0ull && uint64_t(int64_t(rank_key_position(out[i])) - start) >= uint64_t(len);
     }
     // The barrier also ends the reads of cand: the sort storage and the bitmap alias it.
     if (!by_rank && len <= kBitmapMaxLen && !__syncthreads_or(outside)) {
@@ -213,7 +221,7 @@ class BlockSelector {
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < kSortItems; ++i)
-      if (int(threadIdx.x) * kSortItems + i < n) {
+      if (out[i] != 0ull) {
         const uint32_t off = uint32_t(rank_key_position(out[i]) - start);
         atomicOr(&bits[off >> 5], 1u << (off & 31));
       }
@@ -232,7 +240,7 @@ class BlockSelector {
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < kSortItems; ++i)
-      if (int(threadIdx.x) * kSortItems + i < n) {
+      if (out[i] != 0ull) {
         const uint32_t off = uint32_t(rank_key_position(out[i]) - start);
         sorted[prefix[off >> 5] + __popc(bits[off >> 5] & ((1u << (off & 31)) - 1u))] = out[i];
       }

@@ -292,7 +292,7 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_split_kernel(
   NoClock clock;
   long long t = 0;
   const bool nan = s0 < s1 && scan_logits(sel, a.logits + row * a.logits_row_stride, s0, s1, a.k, clock, t);
-  const int32_t n = sel.reduce();
+  const int32_t n = sel.gather();
   const SplitCandidates ws = split_workspace(a);
   const int64_t slot = row * a.splits + blockIdx.y;
   for (int32_t i = threadIdx.x; i < n; i += kBlock) ws.keys[slot * a.k + i] = sel.candidates()[i];
@@ -302,10 +302,10 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_split_kernel(
   }
 }
 
-// The finish of the grid-wide select (grid_radix_select.cuh), one CTA per row: the best
-// K - A of the E keys at the threshold prefix t (the tie list, or a re-read of the row
-// filtered to t when E overflowed it), then the A keys above t; rows of at most K
-// positions are read whole. A programmatic dependent of the collect: checks its row first.
+// The finish of the grid-wide select (grid_radix_select.cuh), one CTA per row: the A keys
+// above the threshold prefix t and the E keys at t (the tie list, or a re-read of the row
+// filtered to t when E overflowed it) into one selector, which keeps the best K; rows of at
+// most K positions are read whole. A programmatic dependent of the collect: checks its row first.
 __global__ void __launch_bounds__(kFinishThreads, 1) grid_finish_kernel(const TopKArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
   auto& st = *reinterpret_cast<FinishSelector::Storage*>(smem);
@@ -323,16 +323,14 @@ __global__ void __launch_bounds__(kFinishThreads, 1) grid_finish_kernel(const To
   if (w.length() > a.k) {
     const GridSelectWorkspace ws = GridSelectWorkspace::in(a.workspace, a.rows.rows(), a.k);
     const GridRowState s = ws.state[row];
-    // The best `need` of the ties, then the A = K - need keys above them: exactly K.
-    sel.set_k(int32_t(s.need));
+    // The A = K - need keys above the ties, then the ties: every A key ranks above every tie,
+    // so the best K are the A keys and the best `need` ties.
+    push_keys(sel, ws.selected + row * a.k, a.k - int32_t(s.need));
     if (s.ties <= uint32_t(cuda::kTopKTieCap)) {
       push_keys(sel, ws.tie + row * cuda::kTopKTieCap, int32_t(s.ties));
     } else {
       stream_logits(sel, row_ptr, w.start, w.end, [t = s.prefix](uint32_t key) { return key >> 8 == t; });
     }
-    sel.reduce();
-    sel.set_k(a.k);
-    push_keys(sel, ws.selected + row * a.k, a.k - int32_t(s.need));
     nan = s.nan != 0;
   } else if (w.length() > 0) {
     nan = stream_logits(sel, row_ptr, w.start, w.end);

@@ -1,8 +1,8 @@
 // flashindexer sm_90a: warp-aggregated slot reservation for append-only lists.
 //
-// Purpose: the selectors append the keys that pass a filter to a list (a shared-memory
-//   candidate buffer, block_select.cuh; a global selected or tie list, grid_radix_select.cuh)
-//   with one atomic per warp instead of one per key.
+// Purpose: the grid select appends the keys that pass a filter to a global list (the
+//   selected or the tie list, grid_radix_select.cuh) with one atomic per warp instead of one
+//   per key. (block_select.cuh gives each warp its own slots instead: no atomic at all.)
 // Algorithm: an inclusive scan of the lanes' counts (shuffles); lane 31 adds the warp's total
 //   to the list's counter; each lane's first slot = the old counter + its exclusive prefix.
 // Threads: all 32 lanes of a warp call it together. Shared memory: none.
