@@ -176,14 +176,27 @@ class BlockSelector {
   // No pushes after it.
   __device__ int32_t finish(bool by_rank, uint64_t (&out)[kSortItems], int pos_bits, int64_t start, int64_t len) {
     const int32_t n = reduce();
-    // Each lane takes kSortItems of its warp's slots; a warp holding more is packed first.
-    if (__syncthreads_or(wcount_ > 32u * kSortItems)) compact();
+    // Thread t takes keys [t kSortItems, (t + 1) kSortItems) of the warps' slots read in warp
+    // order: first[w] = the keys of warps below w (the histogram is free here), so key idx is
+    // slot idx - first[w] of the warp w with first[w] <= idx < first[w + 1].
+    uint32_t* first = s_.select.hist;
+    const uint32_t before = Select::exclusive_sum(s_.select, threadIdx.x, threadIdx.x % 32 == 0 ? wcount_ : 0u);
+    if (threadIdx.x % 32 == 0) first[threadIdx.x / 32] = before;
+    __syncthreads();
     bool outside = false;
 #pragma unroll
     for (int i = 0; i < kSortItems; ++i) {
-      const uint32_t j = (threadIdx.x & 31) * kSortItems + i;
-      out[i] = j < wcount_ ? slot(j) : 0ull;  // 0 (no key) sorts last in both orders below
-      outside |= out[i] != 0ull && uint64_t(int64_t(rank_key_position(out[i])) - start) >= uint64_t(len);
+      const uint32_t idx = threadIdx.x * kSortItems + i;
+      out[i] = 0ull;  // no key: sorts last in both orders below
+      if (idx < uint32_t(n)) {
+        uint32_t w = 0;
+#pragma unroll
+        for (uint32_t step = kWarps / 2; step > 0; step /= 2)
+          if (w + step < kWarps && first[w + step] <= idx) w += step;
+        const uint32_t j = idx - first[w];
+        out[i] = s_.cand[j + (j & ~31u) * (kWarps - 1) + 32 * w];
+        outside |= uint64_t(int64_t(rank_key_position(out[i])) - start) >= uint64_t(len);
+      }
     }
     // The barrier also ends the reads of cand: the sort storage and the bitmap alias it.
     if (!by_rank && len <= kBitmapMaxLen && !__syncthreads_or(outside)) {
