@@ -3,9 +3,9 @@
 // Purpose: one CTA keeps the exact top K of a stream of rank keys (rank_key.h:
 //   (float_key << 32) | (0xFFFFFFFF - position), unique, larger = better).
 // Algorithm: keys above the threshold tau (a register copy) are appended to a shared-memory
-//   buffer of kCap slots, each warp to its own slots: slot j of warp w is
-//   cand[(j / 32) * 32 kWarps + 32 w + j % 32], so a warp places its keys by ballots alone (no
-//   shared atomic, no shuffle chain). Before a select, each warp zeroes its slots past its
+//   buffer of kCap slots, each warp to its own slots (warp_slots.h: they interleave in
+//   blocks of 32), so a warp places its keys by ballots alone (no shared atomic, no shuffle
+//   chain). Before a select, each warp zeroes its slots past its
 //   count (0 is no rank key), so the radix select (radix_select.cuh, shared with the fused
 //   operator) reads the buffer as one array.
 //   One barrier per push checks that every warp has room for the push; else compact(): the
@@ -25,6 +25,7 @@
 
 #include "../../core/rank_key.h"
 #include "radix_select.cuh"
+#include "warp_slots.h"
 
 namespace flashindexer::sm90 {
 
@@ -72,6 +73,7 @@ class BlockSelector {
   static constexpr int kSortItems = BlockShape<kThreads>::kSortItems;
   using Storage = BlockSelectStorage<kThreads>;
   using Select = RadixSelect<kThreads, CtaSync>;
+  using Slots = WarpSlots<kWarps>;
 
   __device__ BlockSelector(Storage& s, int32_t k) : s_(s), k_(k), mine_(s.cand + threadIdx.x / 32 * 32) {
     if (threadIdx.x == 0) {
@@ -163,7 +165,7 @@ class BlockSelector {
   // key packs them there when pushes left them in the warps' slots). No pushes after it.
   __device__ int32_t gather() {
     const int32_t n = reduce();
-    if (__syncthreads_or(wcount_ != prefix_share(uint32_t(n), threadIdx.x / 32))) compact();
+    if (__syncthreads_or(wcount_ != Slots::prefix_share(uint32_t(n), threadIdx.x / 32))) compact();
     return n;
   }
   __device__ const uint64_t* candidates() const { return s_.cand; }
@@ -189,12 +191,8 @@ class BlockSelector {
       const uint32_t idx = threadIdx.x * kSortItems + i;
       out[i] = 0ull;  // no key: sorts last in both orders below
       if (idx < uint32_t(n)) {
-        uint32_t w = 0;
-#pragma unroll
-        for (uint32_t step = kWarps / 2; step > 0; step /= 2)
-          if (w + step < kWarps && first[w + step] <= idx) w += step;
-        const uint32_t j = idx - first[w];
-        out[i] = s_.cand[j + (j & ~31u) * (kWarps - 1) + 32 * w];
+        const uint32_t w = Slots::warp_of(first, idx);
+        out[i] = s_.cand[Slots::index(w, idx - first[w])];
         outside |= uint64_t(int64_t(rank_key_position(out[i])) - start) >= uint64_t(len);
       }
     }
@@ -270,19 +268,12 @@ class BlockSelector {
     if (__syncthreads_or(wcount_ + 32 * per_lane > uint32_t(kWarpSlots))) compact();
   }
 
-  // Slot j of this warp: cand[(j / 32) * 32 kWarps + 32 w + j % 32].
-  __device__ uint64_t& slot(uint32_t j) const { return mine_[j + (j & ~31u) * (kWarps - 1)]; }
-
-  // The slots of warp w in the prefix [0, n) of the buffer.
-  __device__ static uint32_t prefix_share(uint32_t n, uint32_t w) {
-    const uint32_t blocks = n / 32;
-    const uint32_t whole = w < blocks ? (blocks - 1 - w) / kWarps + 1 : 0;
-    return 32 * whole + (blocks % kWarps == w ? n % 32 : 0);
-  }
+  // Slot j of this warp (mine_ is its slot 0).
+  __device__ uint64_t& slot(uint32_t j) const { return mine_[Slots::index(0, j)]; }
 
   // Buffer indices [0, extent()) hold every key. Read after a barrier that follows the pushes.
   __device__ uint32_t extent() const {
-    const uint32_t e = (s_.max_count + 31) / 32 * (32 * kWarps);
+    const uint32_t e = Slots::extent(s_.max_count);
     return e < uint32_t(kCap) ? e : uint32_t(kCap);
   }
 
@@ -327,9 +318,9 @@ class BlockSelector {
     }
     Select::compact(s_.cand, ext, kth, &s_.count, threadIdx.x);
     const uint32_t kept = s_.count;
-    wcount_ = prefix_share(kept, threadIdx.x / 32);
+    wcount_ = Slots::prefix_share(kept, threadIdx.x / 32);
     __syncthreads();  // every thread read count before thread 0 writes max_count
-    if (threadIdx.x == 0) s_.max_count = prefix_share(kept, 0);
+    if (threadIdx.x == 0) s_.max_count = Slots::prefix_share(kept, 0);
     tau_ = s_.tau;
     __syncthreads();
   }

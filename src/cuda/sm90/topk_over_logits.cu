@@ -38,10 +38,6 @@ namespace {
 constexpr int kUnroll = 2;
 constexpr int kBlock = 512;           // threads of the rows, split and merge kernels
 constexpr int kFinishThreads = 1024;  // the grid select's finish: one CTA per row, <= 8 rows
-// Experiment knob: one CTA of kFinishThreads per row when there are at most this many rows.
-#ifndef FI_TOPK_WIDE_ROWS
-#define FI_TOPK_WIDE_ROWS 0
-#endif
 using RowSelector = BlockSelector<kBlock>;
 using FinishSelector = BlockSelector<kFinishThreads>;
 
@@ -257,19 +253,16 @@ __device__ void push_keys(BlockSelector<kThreads>& sel, const uint64_t* keys, in
   }
 }
 
-// One CTA per row: the whole window, final outputs. kThreads: kBlock, or kFinishThreads
-// when the rows leave SMs idle (FI_TOPK_WIDE_ROWS).
-template <int kThreads>
-__global__ void __launch_bounds__(kThreads, kThreads == kBlock ? FI_TOPK_MIN_BLOCKS : 1)
-    topk_rows_kernel(const TopKArgs a) {
+// One CTA per row: the whole window, final outputs.
+__global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_rows_kernel(const TopKArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
-  auto& st = *reinterpret_cast<typename BlockSelector<kThreads>::Storage*>(smem);
+  auto& st = *reinterpret_cast<RowSelector::Storage*>(smem);
   __shared__ uint32_t scratch;
   const int64_t row = blockIdx.x;
   TopKClock clock;
   long long t = clock.now();
-  BlockSelector<kThreads> sel(st, a.k);
-  const RowWindow w = check_row<kThreads>(a, row, &scratch);
+  RowSelector sel(st, a.k);
+  const RowWindow w = check_row<kBlock>(a, row, &scratch);
   clock.lap(kTopKProfileCheck, t);
   const bool nan =
       w.length() > 0 && scan_logits(sel, a.logits + row * a.logits_row_stride, w.start, w.end, a.k, clock, t);
@@ -371,8 +364,7 @@ cudaError_t configure_kernels() {
   const uint64_t bit = uint64_t{1} << (dev & 63);
   if (configured.load(std::memory_order_acquire) & bit) return cudaSuccess;
   const std::pair<const void*, size_t> kernels[] = {
-      {reinterpret_cast<const void*>(topk_rows_kernel<kBlock>), sizeof(RowSelector::Storage)},
-      {reinterpret_cast<const void*>(topk_rows_kernel<kFinishThreads>), sizeof(FinishSelector::Storage)},
+      {reinterpret_cast<const void*>(topk_rows_kernel), sizeof(RowSelector::Storage)},
       {reinterpret_cast<const void*>(topk_split_kernel), sizeof(RowSelector::Storage)},
       {reinterpret_cast<const void*>(grid_finish_kernel), sizeof(FinishSelector::Storage)},
       {reinterpret_cast<const void*>(topk_merge_kernel), sizeof(RowSelector::Storage)}};
@@ -415,11 +407,7 @@ cudaError_t topk_over_logits(const TopKArgs& a, cudaStream_t stream) {
   cudaError_t e = configure_kernels();
   if (e != cudaSuccess) return e;
   if (a.path == cuda::TopKPath::kRows || a.splits <= 1) {
-    if (rows <= FI_TOPK_WIDE_ROWS)
-      topk_rows_kernel<kFinishThreads>
-          <<<dim3(unsigned(rows), 1), kFinishThreads, sizeof(FinishSelector::Storage), stream>>>(a);
-    else
-      topk_rows_kernel<kBlock><<<dim3(unsigned(rows), 1), kBlock, smem, stream>>>(a);
+    topk_rows_kernel<<<dim3(unsigned(rows), 1), kBlock, smem, stream>>>(a);
     return cudaGetLastError();
   }
   if (a.path == cuda::TopKPath::kSplit) {
