@@ -5,15 +5,14 @@
 // Algorithm: keys above the threshold tau (a register copy) are appended to a shared-memory
 //   buffer of kCap slots, each warp to its own slots (warp_slots.h: they interleave in
 //   blocks of 32), so a warp places its keys by ballots alone (no shared atomic, no shuffle
-//   chain). Before a select, each warp zeroes its slots past its
-//   count (0 is no rank key), so the radix select (radix_select.cuh, shared with the fused
-//   operator) reads the buffer as one array.
-//   One barrier per push checks that every warp has room for the push; else compact(): the
-//   K-th best key by radix select, tau rises to it, and the K best move to the buffer's prefix
-//   [0, K), which is an even share of every warp's first slots. Exact and bounded by
-//   construction. finish() orders the final min(K, n) keys: by position through a bitmap of
-//   the window (each key's rank is a popcount prefix; no sort), or by rank
-//   (cub::BlockRadixSort).
+//   chain). One barrier per push checks that every warp has room for the push; else
+//   compact(): the K-th best key by radix select (radix_select.cuh, shared with the fused
+//   operator; each warp first zeroes its slots past its count, 0 being no rank key, so the
+//   select reads the buffer as one array), tau rises to it, and the K best move to the
+//   buffer's prefix [0, K), which is an even share of every warp's first slots. Exact and
+//   bounded by construction. finish() reads the warps' slots in warp order and orders the
+//   final min(K, n) keys: by position through a bitmap of the window (each key's rank is a
+//   popcount prefix; no sort), or by rank (cub::BlockRadixSort).
 // Threads: kThreads (a template parameter: 512 in most kernels, 1024 in the grid select's
 //   finish), all do every phase (no warp specialisation).
 // Shared memory: kCap * 8 candidates (the sort and the bitmap alias them) + 8 KiB histogram

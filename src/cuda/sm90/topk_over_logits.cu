@@ -5,8 +5,9 @@
 //   row validation, same canonical NaN).
 // Algorithm, many rows: one CTA per row streams its window through a BlockSelector
 //   (block_select.cuh): 16-byte streaming loads, double-buffered (4 float4 in flight per
-//   thread), tiles in a permuted order, a verified sampled threshold, rank keys filtered
-//   against a rising threshold, exact compaction in shared memory.
+//   thread), tiles in a permuted order, a verified sampled threshold, a warp vote of the raw
+//   order bits against a rising threshold, rank keys only for the warps with candidates,
+//   per-warp candidate slots, exact compaction in shared memory.
 // Fewer rows (heuristics.h plan_topk), kSplit: each row's chunks keep their exact local
 //   top K in the workspace (topk_split_kernel); topk_merge_kernel merges them, one CTA per
 //   row (the fused operator's split rows end there too).
