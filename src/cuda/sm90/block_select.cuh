@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "../../core/rank_key.h"
+#include "bitonic_sort.cuh"
 #include "radix_select.cuh"
 #include "warp_slots.h"
 
@@ -32,6 +33,15 @@ namespace flashindexer::sm90 {
 // stream's loads and vote are all that is left of it.
 #ifndef FI_TOPK_DIAG_VOTE_ONLY
 #define FI_TOPK_DIAG_VOTE_ONLY 0
+#endif
+
+// Experiment knob, not yet run on a GPU: FI_TOPK_GUESS_SORT=1 takes the sampled guess's
+// need-th key from a register bitonic sort of the 2,048 samples (bitonic_sort.cuh: 6
+// barriers) instead of RadixSelect::kth (~17 barrier rounds: min / max, two 11-bit passes,
+// direct ranking). The guess is 13-16K cycles of a 64 x 65,536 CTA's ~82K (docs/perf.md,
+// session 10). Same results either way: the kth is exact in both.
+#ifndef FI_TOPK_GUESS_SORT
+#define FI_TOPK_GUESS_SORT 0
 #endif
 
 inline constexpr int kMaxK = 2048;
@@ -132,9 +142,16 @@ class BlockSelector {
     const bool all[4] = {true, true, true, true};
     push_tile(sample, all);
     __syncthreads();
+#if FI_TOPK_GUESS_SORT
+    // Every sample passed (tau is 0 here), so the kTile samples fill entries [0, kTile).
+    static_assert(kTile >= 512 && kTile <= 2048 && (kTile & (kTile - 1)) == 0);
+    BitonicSort<kThreads, CtaSync>::template sort_desc<true>(s_.cand, kTile, threadIdx.x);
+    const uint64_t kth = s_.cand[need - 1];
+#else
     const uint32_t ext = extent();
     clear_unused(ext);
     const uint64_t kth = Select::kth(s_.select, s_.cand, ext, need, threadIdx.x);
+#endif
     reset(kth - 1);
   }
 
