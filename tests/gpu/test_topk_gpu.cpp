@@ -165,6 +165,18 @@ TEST(GpuTopK, MatchesCpuOnLongSplitRows) {
       }
 }
 
+// Decode-shaped rows: 9 .. 2 x SMs rows of at most 131,072 positions (one CTA per row, or
+// a cluster of two per row with FI_TOPK_PAIR_ROWS), every distribution, K at both ends.
+TEST(GpuTopK, MatchesCpuOnDecodeShapedRows) {
+  SKIP_WITHOUT_GPU();
+  for (Dist dist : kDists)
+    for (int32_t k : {512, 2048}) {
+      LogitsCase c = rows_case(dist, 64, 65536, k, 31 + uint32_t(k));
+      c.order = k == 512 ? OutputOrder::kRank : OutputOrder::kPosition;
+      expect_gpu_matches_cpu(c, "dist " + std::to_string(int(dist)) + " k " + std::to_string(k));
+    }
+}
+
 // Rows between the grid-wide select and one CTA per row, wider than the rows path takes
 // (heuristics.h kTopKRowsMaxWidth): local top K per split, merged.
 TEST(GpuTopK, MatchesCpuOnSplitRows) {
