@@ -1,5 +1,6 @@
 // GPU (label gpu): the sm_90a TopK over logits against the CPU reference, bit for bit.
 #include <algorithm>
+#include <initializer_list>
 #include <limits>
 
 #include "gpu/gpu_util.h"
@@ -165,28 +166,29 @@ TEST(GpuTopK, MatchesCpuOnLongSplitRows) {
       }
 }
 
-// Decode-shaped rows: 9 .. 2 x SMs rows of at most 131,072 positions (one CTA per row, or
-// a cluster of two per row with FI_TOPK_PAIR_ROWS), every distribution, K at both ends.
-TEST(GpuTopK, MatchesCpuOnDecodeShapedRows) {
-  SKIP_WITHOUT_GPU();
+// rows_case rows of `width` positions on every distribution, for each K of ks (seed + K;
+// the first K in rank order, the others by position).
+void expect_matches_on_every_dist(int64_t rows, int64_t width, std::initializer_list<int32_t> ks, uint32_t seed) {
   for (Dist dist : kDists)
-    for (int32_t k : {512, 2048}) {
-      LogitsCase c = rows_case(dist, 64, 65536, k, 31 + uint32_t(k));
-      c.order = k == 512 ? OutputOrder::kRank : OutputOrder::kPosition;
+    for (int32_t k : ks) {
+      LogitsCase c = rows_case(dist, rows, width, k, seed + uint32_t(k));
+      c.order = k == *ks.begin() ? OutputOrder::kRank : OutputOrder::kPosition;
       expect_gpu_matches_cpu(c, "dist " + std::to_string(int(dist)) + " k " + std::to_string(k));
     }
+}
+
+// Decode-shaped rows: 9 .. 2 x SMs rows of at most 131,072 positions (one CTA per row, or
+// a cluster of two per row with FI_TOPK_PAIR_ROWS), K at both ends.
+TEST(GpuTopK, MatchesCpuOnDecodeShapedRows) {
+  SKIP_WITHOUT_GPU();
+  expect_matches_on_every_dist(64, 65536, {512, 2048}, 31);
 }
 
 // Rows between the grid-wide select and one CTA per row, wider than the rows path takes
 // (heuristics.h kTopKRowsMaxWidth): local top K per split, merged.
 TEST(GpuTopK, MatchesCpuOnSplitRows) {
   SKIP_WITHOUT_GPU();
-  for (Dist dist : kDists)
-    for (int32_t k : {7, 2048}) {
-      LogitsCase c = rows_case(dist, 12, 140001, k, 77 + uint32_t(k));
-      c.order = k == 7 ? OutputOrder::kRank : OutputOrder::kPosition;
-      expect_gpu_matches_cpu(c, "dist " + std::to_string(int(dist)) + " k " + std::to_string(k));
-    }
+  expect_matches_on_every_dist(12, 140001, {7, 2048}, 77);
 }
 
 // The grid-wide select (few long rows) where its threshold lands: in a NaN plateau, among
