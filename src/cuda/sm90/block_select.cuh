@@ -44,6 +44,13 @@ namespace flashindexer::sm90 {
 #define FI_TOPK_GUESS_SORT 0
 #endif
 
+// Experiment knob, not yet run on a GPU: FI_TOPK_ORDER_SORT=1 orders finish()'s keys (both
+// orders) by the register bitonic sort instead of the bitmap of the window (~11K cycles of
+// the grid finish at 1 x 262,144, ~5K at 65,536) or cub's radix sort.
+#ifndef FI_TOPK_ORDER_SORT
+#define FI_TOPK_ORDER_SORT 0
+#endif
+
 inline constexpr int kMaxK = 2048;
 
 // The sizes of a BlockSelector of kThreads threads.
@@ -212,6 +219,29 @@ class BlockSelector {
         outside |= uint64_t(int64_t(rank_key_position(out[i])) - start) >= uint64_t(len);
       }
     }
+#if FI_TOPK_ORDER_SORT
+    // Both orders by the register bitonic sort of the keys padded with 0 (last in both) to
+    // a power of two >= 512.
+    __syncthreads();  // the reads of cand are done: the sort runs in it
+    uint32_t p = 512;
+    while (p < uint32_t(n)) p *= 2;
+#pragma unroll
+    for (int i = 0; i < kSortItems; ++i)
+      if (threadIdx.x * kSortItems + i < p) s_.cand[threadIdx.x * kSortItems + i] = out[i];
+    __syncthreads();
+    if (by_rank)
+      BitonicSort<kThreads, CtaSync>::template sort_desc<true>(s_.cand, p, threadIdx.x);
+    else
+      BitonicSort<kThreads, CtaSync>::template sort_desc<false>(s_.cand, p, threadIdx.x);
+#pragma unroll
+    for (int i = 0; i < kSortItems; ++i) {
+      const uint32_t idx = threadIdx.x * kSortItems + i;
+      out[i] = idx < uint32_t(n) ? s_.cand[idx] : 0ull;
+    }
+    (void)outside;
+    (void)pos_bits;
+    return n;
+#else
     // The barrier also ends the reads of cand: the sort storage and the bitmap alias it.
     if (!by_rank && len <= kBitmapMaxLen && !__syncthreads_or(outside)) {
       rank_by_bitmap(out, n, start, len);
@@ -227,6 +257,7 @@ class BlockSelector {
       sort.SortDescending(out, 0, pos_bits);
     }
     return n;
+#endif
   }
 
   // Longest window for rank_by_bitmap: past the kMaxK sorted keys, the candidate buffer
