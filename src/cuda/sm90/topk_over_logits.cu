@@ -14,7 +14,8 @@
 // A few rows, kGrid: the grid-wide radix select of grid_radix_select.cuh narrows each row
 //   to the keys above a 24-bit threshold prefix and the keys at it, over many CTAs per row;
 //   grid_finish_kernel then selects among those with the same BlockSelector.
-// Grid: x = rows (y = splits for topk_split_kernel). Threads: 512, no specialisation; the
+// Grid: x = rows (y = splits for topk_split_kernel; x = 2 rows, clusters of two, for the
+//   experimental topk_pair_kernel). Threads: 512, no specialisation; the
 //   grid select's finish 1024 (one CTA per row, at most 8 rows: H200 1 x 262,144 33.0 ->
 //   29.4 us graph-timed, docs/perf.md session 9).
 // Shared memory: sizeof(BlockSelectStorage<threads>) (dynamic): ~88 KiB at 512 threads (two
