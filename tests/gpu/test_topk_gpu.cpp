@@ -177,8 +177,8 @@ void expect_matches_on_every_dist(int64_t rows, int64_t width, std::initializer_
     }
 }
 
-// Decode-shaped rows: 9 .. 2 x SMs rows of at most 131,072 positions (one CTA per row, or
-// a cluster of two per row with FI_TOPK_PAIR_ROWS), K at both ends.
+// Decode-shaped rows: 9 .. 2 x SMs rows of at most 131,072 positions (one CTA per row), K at
+// both ends.
 TEST(GpuTopK, MatchesCpuOnDecodeShapedRows) {
   SKIP_WITHOUT_GPU();
   expect_matches_on_every_dist(64, 65536, {512, 2048}, 31);

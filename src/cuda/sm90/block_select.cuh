@@ -23,7 +23,6 @@
 #include <cstdint>
 
 #include "../../core/rank_key.h"
-#include "bitonic_sort.cuh"
 #include "radix_select.cuh"
 #include "warp_slots.h"
 
@@ -33,22 +32,6 @@ namespace flashindexer::sm90 {
 // stream's loads and vote are all that is left of it.
 #ifndef FI_TOPK_DIAG_VOTE_ONLY
 #define FI_TOPK_DIAG_VOTE_ONLY 0
-#endif
-
-// Experiment knob, not yet run on a GPU: FI_TOPK_GUESS_SORT=1 takes the sampled guess's
-// need-th key from a register bitonic sort of the 2,048 samples (bitonic_sort.cuh: 6
-// barriers) instead of RadixSelect::kth (~17 barrier rounds: min / max, two 11-bit passes,
-// direct ranking). The guess is 13-16K cycles of a 64 x 65,536 CTA's ~82K (docs/perf.md,
-// session 10). Same results either way: the kth is exact in both.
-#ifndef FI_TOPK_GUESS_SORT
-#define FI_TOPK_GUESS_SORT 0
-#endif
-
-// Experiment knob, not yet run on a GPU: FI_TOPK_ORDER_SORT=1 orders finish()'s keys (both
-// orders) by the register bitonic sort instead of the bitmap of the window (~11K cycles of
-// the grid finish at 1 x 262,144, ~5K at 65,536) or cub's radix sort.
-#ifndef FI_TOPK_ORDER_SORT
-#define FI_TOPK_ORDER_SORT 0
 #endif
 
 inline constexpr int kMaxK = 2048;
@@ -149,18 +132,15 @@ class BlockSelector {
     const bool all[4] = {true, true, true, true};
     push_tile(sample, all);
     __syncthreads();
-#if FI_TOPK_GUESS_SORT
-    // Every sample passed (tau is 0 here), so the kTile samples fill entries [0, kTile).
-    static_assert(kTile >= 512 && kTile <= 2048 && (kTile & (kTile - 1)) == 0);
-    BitonicSort<kThreads, CtaSync>::template sort_desc<true>(s_.cand, kTile, threadIdx.x);
-    const uint64_t kth = s_.cand[need - 1];
-#else
     const uint32_t ext = extent();
     clear_unused(ext);
     const uint64_t kth = Select::kth(s_.select, s_.cand, ext, need, threadIdx.x);
-#endif
     reset(kth - 1);
   }
+
+  // A new K for what follows (the candidates held are kept): the grid select's finish first
+  // keeps the best K - A ties, then adds the A keys known to rank above them.
+  __device__ void set_k(int32_t k) { k_ = k; }
 
   // Empties the selector; tau becomes the given key.
   __device__ void reset(uint64_t tau = 0) {
@@ -219,29 +199,6 @@ class BlockSelector {
         outside |= uint64_t(int64_t(rank_key_position(out[i])) - start) >= uint64_t(len);
       }
     }
-#if FI_TOPK_ORDER_SORT
-    // Both orders by the register bitonic sort of the keys padded with 0 (last in both) to
-    // a power of two >= 512.
-    __syncthreads();  // the reads of cand are done: the sort runs in it
-    uint32_t p = 512;
-    while (p < uint32_t(n)) p *= 2;
-#pragma unroll
-    for (int i = 0; i < kSortItems; ++i)
-      if (threadIdx.x * kSortItems + i < p) s_.cand[threadIdx.x * kSortItems + i] = out[i];
-    __syncthreads();
-    if (by_rank)
-      BitonicSort<kThreads, CtaSync>::template sort_desc<true>(s_.cand, p, threadIdx.x);
-    else
-      BitonicSort<kThreads, CtaSync>::template sort_desc<false>(s_.cand, p, threadIdx.x);
-#pragma unroll
-    for (int i = 0; i < kSortItems; ++i) {
-      const uint32_t idx = threadIdx.x * kSortItems + i;
-      out[i] = idx < uint32_t(n) ? s_.cand[idx] : 0ull;
-    }
-    (void)outside;
-    (void)pos_bits;
-    return n;
-#else
     // The barrier also ends the reads of cand: the sort storage and the bitmap alias it.
     if (!by_rank && len <= kBitmapMaxLen && !__syncthreads_or(outside)) {
       rank_by_bitmap(out, n, start, len);
@@ -257,7 +214,6 @@ class BlockSelector {
       sort.SortDescending(out, 0, pos_bits);
     }
     return n;
-#endif
   }
 
   // Longest window for rank_by_bitmap: past the kMaxK sorted keys, the candidate buffer

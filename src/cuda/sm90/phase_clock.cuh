@@ -24,6 +24,7 @@ bool read_phase_sums(const Symbol& sums, unsigned long long (&out)[kSlots], bool
 
 template <int kSlots, bool kOn>
 struct PhaseClock {
+  static constexpr bool kEnabled = kOn;
   unsigned long long v[kSlots] = {};
   __device__ long long now() const { return clock64(); }
   __device__ void add(int slot, unsigned long long x) { v[slot] += x; }
@@ -42,6 +43,7 @@ struct PhaseClock {
 
 template <int kSlots>
 struct PhaseClock<kSlots, false> {
+  static constexpr bool kEnabled = false;
   __device__ long long now() const { return 0; }
   __device__ void add(int, unsigned long long) {}
   __device__ void lap(int, long long&) {}

@@ -7,8 +7,9 @@
 //   sets by construction.
 // Algorithm: MSB radix select that starts at the highest bit where the keys differ (their
 //   common prefix is skipped, so the histogram, 2048 bins unless kBins says fewer, spreads
-//   even for keys packed within a few ulps), with per-warp aggregation of equal bins (__match_any_sync); once the
-//   selected bin holds <= kSelectSmall keys, direct ranking finishes. Terminates: the last
+//   even for keys packed within a few ulps), one shared atomic per key (aggregating equal bins
+//   per warp by __match_any_sync was slower: docs/perf.md, session 11); once the selected bin
+//   holds <= kSelectSmall keys, direct ranking finishes. Terminates: the last
 //   digit leaves one key in its bin.
 // Threads: kThreads (a multiple of 32, <= 1024), synchronised by Sync::sync() (the CTA
 //   barrier or a named barrier); tid is the thread's index in the group.
@@ -142,10 +143,7 @@ struct RadixSelect {
       Sync::sync();
       for (int r = 0; r < rounds; ++r) {
         const uint64_t v = item(keys, n, tid, r);
-        const bool in = v != 0ull && (v & mask) == prefix;
-        const uint32_t bin = in ? uint32_t(v >> sh) & (nb - 1) : 0xFFFFFFFFu;
-        const uint32_t peers = __match_any_sync(0xffffffffu, bin);
-        if (in && lane == __ffs(peers) - 1) atomicAdd(&s.hist[bin], __popc(peers));
+        if (v != 0ull && (v & mask) == prefix) atomicAdd(&s.hist[uint32_t(v >> sh) & (nb - 1)], 1u);
       }
       Sync::sync();
       // Walk bins from the top: thread t owns reversed bins [t * kBinsPerThread, ...).

@@ -14,14 +14,11 @@
 // A few rows, kGrid: the grid-wide radix select of grid_radix_select.cuh narrows each row
 //   to the keys above a 24-bit threshold prefix and the keys at it, over many CTAs per row;
 //   grid_finish_kernel then selects among those with the same BlockSelector.
-// Grid: x = rows (y = splits for topk_split_kernel; x = 2 rows, clusters of two, for the
-//   experimental topk_pair_kernel). Threads: 512, no specialisation; the
+// Grid: x = rows (y = splits for topk_split_kernel). Threads: 512, no specialisation; the
 //   grid select's finish 1024 (one CTA per row, at most 8 rows: H200 1 x 262,144 33.0 ->
 //   29.4 us graph-timed, docs/perf.md session 9).
 // Shared memory: sizeof(BlockSelectStorage<threads>) (dynamic): ~88 KiB at 512 threads (two
 //   CTAs per SM), ~152 KiB at 1024.
-#include <cooperative_groups.h>
-
 #include <atomic>
 #include <cmath>
 #include <utility>
@@ -180,10 +177,20 @@ __device__ bool scan_logits(BlockSelector<kThreads>& sel, const float* row_ptr, 
       const int64_t p = s0 + (int64_t(threadIdx.x) * 4 + j) * len / kTile;
       sample[j] = rank_key(row_ptr[p], int32_t(p));
     }
+    if constexpr (Clock::kEnabled) {  // the sample's loads timed apart (in the otherwise unused wait slot)
+      __syncthreads_or(sample[0] == 0 && sample[1] == 0 && sample[2] == 0 && sample[3] == 0);
+      clock.lap(kTopKProfileWait, t);
+    }
     sel.guess(sample, uint32_t(rank));
   }
   clock.lap(kTopKProfileSample, t);
   const bool nan = stream_logits(sel, row_ptr, s0, s1);
+  if constexpr (Clock::kEnabled) {  // the stream's last compaction timed apart
+    __syncthreads();
+    clock.lap(kTopKProfileSelect, t);
+    sel.reduce();
+    clock.lap(kTopKProfileReduce, t);
+  }
   if (guessed && sel.reduce() < k) {
     sel.reset();
     stream_logits(sel, row_ptr, s0, s1);
@@ -274,49 +281,6 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_rows_kernel(c
   finish_row(a, sel, row, w, nan, clock, t);
 }
 
-// Experiment knob, not yet run on a GPU: kRows with at most FI_TOPK_PAIR_ROWS rows (0: none)
-// takes topk_pair_kernel. At 64 x 65,536 one CTA per row leaves half the SMs idle and its
-// stream is ~2/3 of its time (docs/perf.md, session 10).
-#ifndef FI_TOPK_PAIR_ROWS
-#define FI_TOPK_PAIR_ROWS 0
-#endif
-
-// A cluster of two CTAs per row: each streams half of the row's window into its own
-// selector (with its own sampled guess); CTA 1 gathers its <= K candidates in its shared
-// memory, CTA 0 pushes them from there (distributed shared memory) into its selector and
-// writes the row. Exact: the row's top K is the top K of the halves' top K.
-__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS)
-    topk_pair_kernel(const TopKArgs a) {
-  namespace cg = cooperative_groups;
-  extern __shared__ __align__(16) uint8_t smem[];
-  auto& st = *reinterpret_cast<RowSelector::Storage*>(smem);
-  __shared__ uint32_t scratch, held, held_nan;  // CTA 1's candidate count and NaN flag
-  const cg::cluster_group cluster = cg::this_cluster();
-  const unsigned half = cluster.block_rank();
-  const int64_t row = blockIdx.x / 2;
-  RowSelector sel(st, a.k);
-  const RowWindow w = check_row<kBlock>(a, row, &scratch);
-  const int64_t mid = w.start + w.length() / 2;
-  const int64_t s0 = half == 0 ? w.start : mid, s1 = half == 0 ? mid : w.end;
-  NoClock clock;
-  long long t = 0;
-  bool nan = s0 < s1 && scan_logits(sel, a.logits + row * a.logits_row_stride, s0, s1, a.k, clock, t);
-  if (half == 1) {
-    const int32_t n = sel.gather();
-    if (threadIdx.x == 0) {
-      held = uint32_t(n);
-      held_nan = nan ? 1u : 0u;
-    }
-  }
-  cluster.sync();  // CTA 1's candidates, count and flag are published
-  if (half == 0) {
-    nan |= *cluster.map_shared_rank(&held_nan, 1) != 0u;
-    push_keys(sel, cluster.map_shared_rank(sel.candidates(), 1), int32_t(*cluster.map_shared_rank(&held, 1)));
-  }
-  cluster.sync();  // CTA 1's shared memory stays until CTA 0 has read it
-  if (half == 0) finish_row(a, sel, row, w, nan);
-}
-
 // kSplit: one chunk of a row, its exact local top K (unsorted) to the workspace.
 __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_split_kernel(const TopKArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
@@ -342,10 +306,10 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_split_kernel(
   }
 }
 
-// The finish of the grid-wide select (grid_radix_select.cuh), one CTA per row: the A keys
-// above the threshold prefix t and the E keys at t (the tie list, or a re-read of the row
-// filtered to t when E overflowed it) into one selector, which keeps the best K; rows of at
-// most K positions are read whole. A programmatic dependent of the collect: checks its row first.
+// The finish of the grid-wide select (grid_radix_select.cuh), one CTA per row: the best
+// K - A of the E keys at the threshold prefix t (the tie list, or a re-read of the row
+// filtered to t when E overflowed it), then the A keys above t; rows of at most K
+// positions are read whole. A programmatic dependent of the collect: checks its row first.
 __global__ void __launch_bounds__(kFinishThreads, 1) grid_finish_kernel(const TopKArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
   auto& st = *reinterpret_cast<FinishSelector::Storage*>(smem);
@@ -363,14 +327,17 @@ __global__ void __launch_bounds__(kFinishThreads, 1) grid_finish_kernel(const To
   if (w.length() > a.k) {
     const GridSelectWorkspace ws = GridSelectWorkspace::in(a.workspace, a.rows.rows(), a.k);
     const GridRowState s = ws.state[row];
-    // The A = K - need keys above the ties, then the ties: every A key ranks above every tie,
-    // so the best K are the A keys and the best `need` ties.
-    push_keys(sel, ws.selected + row * a.k, a.k - int32_t(s.need));
+    // The best `need` of the ties (a select among the E ties alone, none when E = need), then
+    // the A = K - need keys above them: exactly K, and finish() needs no compaction.
+    sel.set_k(int32_t(s.need));
     if (s.ties <= uint32_t(cuda::kTopKTieCap)) {
       push_keys(sel, ws.tie + row * cuda::kTopKTieCap, int32_t(s.ties));
     } else {
       stream_logits(sel, row_ptr, w.start, w.end, [t = s.prefix](uint32_t key) { return key >> 8 == t; });
     }
+    sel.reduce();
+    sel.set_k(a.k);
+    push_keys(sel, ws.selected + row * a.k, a.k - int32_t(s.need));
     nan = s.nan != 0;
   } else if (w.length() > 0) {
     nan = stream_logits(sel, row_ptr, w.start, w.end);
@@ -412,7 +379,6 @@ cudaError_t configure_kernels() {
   if (configured.load(std::memory_order_acquire) & bit) return cudaSuccess;
   const std::pair<const void*, size_t> kernels[] = {
       {reinterpret_cast<const void*>(topk_rows_kernel), sizeof(RowSelector::Storage)},
-      {reinterpret_cast<const void*>(topk_pair_kernel), sizeof(RowSelector::Storage)},
       {reinterpret_cast<const void*>(topk_split_kernel), sizeof(RowSelector::Storage)},
       {reinterpret_cast<const void*>(grid_finish_kernel), sizeof(FinishSelector::Storage)},
       {reinterpret_cast<const void*>(topk_merge_kernel), sizeof(RowSelector::Storage)}};
@@ -455,10 +421,7 @@ cudaError_t topk_over_logits(const TopKArgs& a, cudaStream_t stream) {
   cudaError_t e = configure_kernels();
   if (e != cudaSuccess) return e;
   if (a.path == cuda::TopKPath::kRows || a.splits <= 1) {
-    if (rows <= FI_TOPK_PAIR_ROWS)
-      topk_pair_kernel<<<dim3(unsigned(2 * rows), 1), kBlock, smem, stream>>>(a);
-    else
-      topk_rows_kernel<<<dim3(unsigned(rows), 1), kBlock, smem, stream>>>(a);
+    topk_rows_kernel<<<dim3(unsigned(rows), 1), kBlock, smem, stream>>>(a);
     return cudaGetLastError();
   }
   if (a.path == cuda::TopKPath::kSplit) {
