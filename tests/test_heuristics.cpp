@@ -37,11 +37,21 @@ TEST(Heuristics, AFewLongRowsTakeTheGridSelectWithBoundedWorkspace) {
 
 TEST(Heuristics, MoreRowsOfModestWidthTakeOneCtaPerRow) {
   using flashindexer::cuda::kTopKRowsMaxWidth;
-  for (int64_t rows : {9, 64, 128, 263}) {
+  for (int64_t rows : {67, 128, 263}) {
     const auto plan = plan_topk(rows, kTopKRowsMaxWidth, 2048, 132);
     EXPECT_EQ(plan.path, TopKPath::kRows) << rows;
     EXPECT_EQ(plan.workspace_bytes, 0u) << rows;
   }
+  // Up to SMs / 2 such rows: two CTAs per row, one per SM, no workspace.
+  for (int64_t rows : {9, 64, 66}) {
+    const auto plan = plan_topk(rows, kTopKRowsMaxWidth, 2048, 132);
+    EXPECT_EQ(plan.path, TopKPath::kPair) << rows;
+    EXPECT_EQ(plan.ctas_per_row, 2) << rows;
+    EXPECT_LE(plan.ctas_per_row * rows, 132) << rows;
+    EXPECT_EQ(plan.workspace_bytes, 0u) << rows;
+  }
+  EXPECT_EQ(plan_topk(64, kTopKRowsMaxWidth, 2048, 114).path, TopKPath::kRows);  // an H100 PCIe
+  EXPECT_EQ(plan_topk(64, flashindexer::cuda::kTopKPairMinWidth - 1, 2048, 132).path, TopKPath::kRows);
   EXPECT_EQ(plan_topk(8, 65536, 2048, 132).path, TopKPath::kGrid);
   EXPECT_EQ(plan_topk(64, kTopKRowsMaxWidth + 1, 2048, 132).path, TopKPath::kSplit);
 }

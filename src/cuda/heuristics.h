@@ -10,9 +10,13 @@ namespace flashindexer::cuda {
 
 inline constexpr int32_t kTopKMaxK = 2048;      // largest K of the sm_90a selectors
 
-// TopK over logits, three ways (topk_over_logits.cu):
+// TopK over logits, four ways (topk_over_logits.cu):
 // - kRows: one CTA per row, when the rows alone fill the GPU twice over, or when there
-//   are more than kTopKGridMaxRows rows of at most kTopKRowsMaxWidth positions.
+//   are more than SMs / 2 rows of at most kTopKRowsMaxWidth positions.
+// - kPair: more than kTopKGridMaxRows and at most SMs / 2 rows of kTopKPairMinWidth to
+//   kTopKRowsMaxWidth positions: a cluster of two CTAs per row (ctas_per_row = 2), one per SM, each streaming
+//   half of the row; no workspace. H200, K = 2048, graph-timed (docs/perf.md, session 11):
+//   64 x 65,536 36.0 us vs rows 42.0; 32 x 65,536 35.4 vs 40.4.
 // - kGrid: at most kTopKGridMaxRows rows. A grid-wide radix select (grid_radix_select.cuh),
 //   `ctas_per_row` CTAs per row (about 4 per SM in all), each counting and collecting at
 //   least kTopKMinChunk positions, then one CTA per row finishing. Workspace: per row, two
@@ -26,7 +30,7 @@ inline constexpr int32_t kTopKMaxK = 2048;      // largest K of the sm_90a selec
 // 128 x 131,072 split 112 vs rows 72; 4 x 262,144 grid 55 vs rows 113 (one CTA per SM reads
 // a wide row slowly). Rows wider than 131,072 between 9 and 2 x SMs rows were not measured
 // against kRows.
-enum class TopKPath { kRows, kSplit, kGrid };
+enum class TopKPath { kRows, kPair, kSplit, kGrid };
 // Experiment knob (host code: set it in CMAKE_CXX_FLAGS): the largest row count for kGrid.
 #ifndef FI_TOPK_GRID_MAX_ROWS
 #define FI_TOPK_GRID_MAX_ROWS 8
@@ -37,6 +41,9 @@ inline constexpr int kTopKGridMaxRows = FI_TOPK_GRID_MAX_ROWS;
 #define FI_TOPK_ROWS_FROM 0
 #endif
 inline constexpr int64_t kTopKRowsMaxWidth = 131072;
+// kPair from this width on: below it, half a row's stream (~0.3 cycles per position saved)
+// would not pay for the merge of the halves (~6K cycles; estimated, not measured).
+inline constexpr int64_t kTopKPairMinWidth = 32768;
 inline constexpr int kTopKMaxChunks = 256;
 inline constexpr int64_t kTopKMinChunk = 2048;
 inline constexpr int kTopKMaxSplits = 64;
@@ -62,7 +69,13 @@ inline TopKPlan plan_topk(int64_t rows, int64_t max_context, int32_t k, int num_
   const int64_t target_ctas = 2 * int64_t(std::max(num_sms, 1));
   const int64_t rows_from = FI_TOPK_ROWS_FROM > 0 ? FI_TOPK_ROWS_FROM : target_ctas;
   if (rows <= 0 || rows >= rows_from) return plan;
-  if (rows > kTopKGridMaxRows && max_context <= kTopKRowsMaxWidth) return plan;
+  if (rows > kTopKGridMaxRows && max_context <= kTopKRowsMaxWidth) {
+    if (2 * rows <= int64_t(std::max(num_sms, 1)) && max_context >= kTopKPairMinWidth) {
+      plan.path = TopKPath::kPair;
+      plan.ctas_per_row = 2;
+    }
+    return plan;
+  }
   if (rows <= kTopKGridMaxRows) {
     if (max_context <= std::max<int64_t>(k, kTopKMinChunk)) return plan;
     const int64_t by_rows = (2 * target_ctas + rows - 1) / rows;

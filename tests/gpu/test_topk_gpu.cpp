@@ -177,8 +177,8 @@ void expect_matches_on_every_dist(int64_t rows, int64_t width, std::initializer_
     }
 }
 
-// Decode-shaped rows: 9 .. 2 x SMs rows of at most 131,072 positions (one CTA per row), K at
-// both ends.
+// Decode-shaped rows: 9 .. SMs / 2 rows of 32,768 .. 131,072 positions (the pair kernel: two
+// CTAs per row), K at both ends.
 TEST(GpuTopK, MatchesCpuOnDecodeShapedRows) {
   SKIP_WITHOUT_GPU();
   expect_matches_on_every_dist(64, 65536, {512, 2048}, 31);
@@ -236,13 +236,14 @@ TEST(GpuTopK, PositionOrderOnBothSidesOfTheBitmapLimit) {
 
 TEST(GpuTopK, DecodeRowsSlotsAndRowStatus) {
   SKIP_WITHOUT_GPU();
-  for (int64_t requests : {int64_t(2), int64_t(64), int64_t(300)}) {
+  // 16 requests of 40,000 positions take the pair kernel, the others one CTA per row.
+  for (int64_t requests : {int64_t(2), int64_t(16), int64_t(64), int64_t(300)}) {
     LogitsCase c;
     c.form = RowForm::kDecode;
     c.next_n = 2;
     c.num_requests = int32_t(requests);
     c.rows = requests * 2;
-    c.width = 20000;
+    c.width = requests == 16 ? 40000 : 20000;
     c.k = 512;
     c.page_size = 64;
     c.table_width = (c.width + 63) / 64;
@@ -310,7 +311,7 @@ TEST(GpuTopK, SanitizerSmallCases) {
 // too high, fewer than K keys beat it, and the exact fallback must take over.
 TEST(GpuTopK, SampledGuessFallsBackExactly) {
   SKIP_WITHOUT_GPU();
-  for (int64_t rows : {int64_t(1), int64_t(300)}) {
+  for (int64_t rows : {int64_t(1), int64_t(40), int64_t(300)}) {
     LogitsCase c = rows_case(Dist::kGaussian, rows, 131072, 2048, 23);
     for (int64_t r = 0; r < rows; ++r) {
       c.start[size_t(r)] = 0;
@@ -323,7 +324,7 @@ TEST(GpuTopK, SampledGuessFallsBackExactly) {
 
 TEST(GpuTopK, TwentyRerunsBitIdentical) {
   SKIP_WITHOUT_GPU();
-  for (int64_t rows : {int64_t(2), int64_t(400)}) {
+  for (int64_t rows : {int64_t(2), int64_t(20), int64_t(400)}) {  // grid, pair, rows kernels
     const LogitsCase c = rows_case(Dist::kZeroPlateau, rows, 40000, 2048, 3);
     DeviceCase d(c);
     ASSERT_TRUE(d.run().is_ok());
@@ -343,8 +344,8 @@ TEST(GpuTopK, TwentyRerunsBitIdentical) {
 
 TEST(GpuTopK, GraphReplayWithMutatedWindows) {
   SKIP_WITHOUT_GPU();
-  for (int64_t rows : {int64_t(3), int64_t(300)}) {
-    LogitsCase c = rows_case(Dist::kGaussian, rows, 30000, 1024, 17);
+  for (int64_t rows : {int64_t(3), int64_t(20), int64_t(300)}) {
+    LogitsCase c = rows_case(Dist::kGaussian, rows, rows == 20 ? 40000 : 30000, 1024, 17);  // 20: the pair kernel
     DeviceCase d(c);
     cudaStream_t stream;
     GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

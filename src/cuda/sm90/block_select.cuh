@@ -173,6 +173,15 @@ class BlockSelector {
   }
   __device__ const uint64_t* candidates() const { return s_.cand; }
 
+  // Every key held lies in candidates()[0, return), the rest of that range is 0 (no key):
+  // the buffer as one array, for a reader in another CTA. No pushes after it.
+  __device__ uint32_t expose() {
+    __syncthreads();
+    const uint32_t ext = extent();
+    clear_unused(ext);
+    return ext;
+  }
+
   // Final selection and sort. Returns n = min(K, candidates); thread t holds
   // sorted entries [t * kSortItems, t * kSortItems + kSortItems) in out. Every candidate's
   // position lies in the window [start, start + len). Ascending position: a bitmap of the

@@ -8,17 +8,22 @@
 //   thread), tiles in a permuted order, a verified sampled threshold, a warp vote of the raw
 //   order bits against a rising threshold, rank keys only for the warps with candidates,
 //   per-warp candidate slots, exact compaction in shared memory.
-// Fewer rows (heuristics.h plan_topk), kSplit: each row's chunks keep their exact local
-//   top K in the workspace (topk_split_kernel); topk_merge_kernel merges them, one CTA per
-//   row (the fused operator's split rows end there too).
-// A few rows, kGrid: the grid-wide radix select of grid_radix_select.cuh narrows each row
-//   to the keys above a 24-bit threshold prefix and the keys at it, over many CTAs per row;
-//   grid_finish_kernel then selects among those with the same BlockSelector.
-// Grid: x = rows (y = splits for topk_split_kernel). Threads: 512, no specialisation; the
-//   grid select's finish 1024 (one CTA per row, at most 8 rows: H200 1 x 262,144 33.0 ->
-//   29.4 us graph-timed, docs/perf.md session 9).
+// Fewer rows (heuristics.h plan_topk): kPair (9 .. SMs / 2 rows of at most 131,072
+//   positions): topk_pair_kernel, a cluster of two CTAs per row, each on its own SM and
+//   streaming half the row with the same guess; CTA 0 takes CTA 1's keys through
+//   distributed shared memory and finishes. kSplit: each row's chunks keep their exact
+//   local top K in the workspace (topk_split_kernel); topk_merge_kernel merges them, one
+//   CTA per row (the fused operator's split rows end there too). kGrid (a few rows): the
+//   grid-wide radix select of grid_radix_select.cuh narrows each row to the keys above a
+//   24-bit threshold prefix and the keys at it, over many CTAs per row; grid_finish_kernel
+//   then selects among those with the same BlockSelector.
+// Grid: x = rows (2 x rows for the pair kernel; y = splits for topk_split_kernel).
+// Threads: 512, no specialisation; the grid select's finish 1024 (one CTA per row, at most
+//   8 rows: H200 1 x 262,144 33.0 -> 29.4 us graph-timed, docs/perf.md session 9).
 // Shared memory: sizeof(BlockSelectStorage<threads>) (dynamic): ~88 KiB at 512 threads (two
-//   CTAs per SM), ~152 KiB at 1024.
+//   CTAs per SM), ~152 KiB at 1024; the pair kernel asks for 116 KiB (one CTA per SM).
+#include <cooperative_groups.h>
+
 #include <atomic>
 #include <cmath>
 #include <utility>
@@ -159,13 +164,12 @@ __device__ bool stream_logits(BlockSelector<kThreads>& sel, const float* row_ptr
   return __syncthreads_or(nan);
 }
 
-// Streams logits[s0, s1) with a sampled threshold guess, verified: when fewer than
-// min(K, L) keys beat the guess, streams again without it. Returns whether any was NaN.
-// The guess targets ~2K survivors from the (2K * 2048 / L)-th best of 2048 evenly
-// spaced samples; it is taken only when that rank is >= 8 (a stable estimate).
+// The sampled threshold guess for logits[s0, s1) (BlockSelector::guess), when one is taken:
+// it targets ~2K survivors from the (2K * 2048 / L)-th best of 2048 evenly spaced samples,
+// and is taken only when that rank is >= 8 (a stable estimate). Returns whether it was.
 template <int kThreads, class Clock>
-__device__ bool scan_logits(BlockSelector<kThreads>& sel, const float* row_ptr, int64_t s0, int64_t s1, int32_t k,
-                            Clock& clock, long long& t) {
+__device__ bool sampled_guess(BlockSelector<kThreads>& sel, const float* row_ptr, int64_t s0, int64_t s1, int32_t k,
+                              Clock& clock, long long& t) {
   constexpr int kTile = BlockSelector<kThreads>::kTile;
   const int64_t len = s1 - s0;
   const int64_t rank = len > 0 ? 2 * int64_t(k) * kTile / len : 0;
@@ -184,6 +188,15 @@ __device__ bool scan_logits(BlockSelector<kThreads>& sel, const float* row_ptr, 
     sel.guess(sample, uint32_t(rank));
   }
   clock.lap(kTopKProfileSample, t);
+  return guessed;
+}
+
+// Streams logits[s0, s1) with a sampled threshold guess, verified: when fewer than
+// min(K, L) keys beat the guess, streams again without it. Returns whether any was NaN.
+template <int kThreads, class Clock>
+__device__ bool scan_logits(BlockSelector<kThreads>& sel, const float* row_ptr, int64_t s0, int64_t s1, int32_t k,
+                            Clock& clock, long long& t) {
+  const bool guessed = sampled_guess(sel, row_ptr, s0, s1, k, clock, t);
   const bool nan = stream_logits(sel, row_ptr, s0, s1);
   if constexpr (Clock::kEnabled) {  // the stream's last compaction timed apart
     __syncthreads();
@@ -278,6 +291,57 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_rows_kernel(c
   const bool nan =
       w.length() > 0 && scan_logits(sel, a.logits + row * a.logits_row_stride, w.start, w.end, a.k, clock, t);
   clock.lap(kTopKProfileSelect, t);
+  finish_row(a, sel, row, w, nan, clock, t);
+}
+
+// Above half an SM's shared memory (~114 KiB), so that the two CTAs of a row never share
+// an SM (they may, as a cluster, when both fit: measured no faster than one CTA, session 11).
+constexpr size_t kPairSmem = sizeof(RowSelector::Storage) > 116 * 1024 ? sizeof(RowSelector::Storage) : 116 * 1024;
+
+// A cluster of two CTAs per row, each on its own SM: both take the same sampled guess of
+// the whole window, each streams half of it into its own selector, with no compaction at
+// its end; CTA 0 then pushes CTA 1's keys (distributed shared memory) into its selector,
+// verifies the guess over the whole window (else streams it again alone, without it) and
+// writes the row. Exact: the row's top K is among the keys the halves keep.
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS)
+    topk_pair_kernel(const TopKArgs a) {
+  namespace cg = cooperative_groups;
+  extern __shared__ __align__(16) uint8_t smem[];
+  auto& st = *reinterpret_cast<RowSelector::Storage*>(smem);
+  __shared__ uint32_t scratch, held, held_nan;  // CTA 1's buffer extent and NaN flag
+  const cg::cluster_group cluster = cg::this_cluster();
+  const unsigned half = cluster.block_rank();
+  const int64_t row = blockIdx.x / 2;
+  TopKClock clock;
+  long long t = clock.now();
+  RowSelector sel(st, a.k);
+  const RowWindow w = check_row<kBlock>(a, row, &scratch);
+  clock.lap(kTopKProfileCheck, t);
+  const float* row_ptr = a.logits + row * a.logits_row_stride;
+  const bool guessed = w.length() > 0 && sampled_guess(sel, row_ptr, w.start, w.end, a.k, clock, t);
+  const int64_t mid = w.start + w.length() / 2;
+  const int64_t s0 = half == 0 ? w.start : mid, s1 = half == 0 ? mid : w.end;
+  bool nan = s0 < s1 && stream_logits(sel, row_ptr, s0, s1);
+  clock.lap(kTopKProfileSelect, t);
+  if (half == 1) {
+    const uint32_t ext = sel.expose();
+    if (threadIdx.x == 0) {
+      held = ext;
+      held_nan = nan ? 1u : 0u;
+    }
+  }
+  cluster.sync();  // CTA 1's keys, extent and flag are published
+  if (half == 0) {
+    nan |= *cluster.map_shared_rank(&held_nan, 1) != 0u;
+    push_keys(sel, cluster.map_shared_rank(sel.candidates(), 1), int32_t(*cluster.map_shared_rank(&held, 1)));
+  }
+  cluster.sync();  // CTA 1's shared memory stays until CTA 0 has read it
+  clock.lap(kTopKProfileWait, t);
+  if (half == 1) return;
+  if (guessed && sel.reduce() < a.k) {
+    sel.reset();
+    stream_logits(sel, row_ptr, w.start, w.end);
+  }
   finish_row(a, sel, row, w, nan, clock, t);
 }
 
@@ -379,6 +443,7 @@ cudaError_t configure_kernels() {
   if (configured.load(std::memory_order_acquire) & bit) return cudaSuccess;
   const std::pair<const void*, size_t> kernels[] = {
       {reinterpret_cast<const void*>(topk_rows_kernel), sizeof(RowSelector::Storage)},
+      {reinterpret_cast<const void*>(topk_pair_kernel), kPairSmem},
       {reinterpret_cast<const void*>(topk_split_kernel), sizeof(RowSelector::Storage)},
       {reinterpret_cast<const void*>(grid_finish_kernel), sizeof(FinishSelector::Storage)},
       {reinterpret_cast<const void*>(topk_merge_kernel), sizeof(RowSelector::Storage)}};
@@ -420,6 +485,17 @@ cudaError_t topk_over_logits(const TopKArgs& a, cudaStream_t stream) {
   const size_t smem = sizeof(RowSelector::Storage);
   cudaError_t e = configure_kernels();
   if (e != cudaSuccess) return e;
+  if (a.path == cuda::TopKPath::kPair) {
+    topk_pair_kernel<<<dim3(unsigned(2 * rows), 1), kBlock, kPairSmem, stream>>>(a);
+    return cudaGetLastError();
+  }
+#ifndef FI_TOPK_PAIR_SHARED_ROWS
+#define FI_TOPK_PAIR_SHARED_ROWS 0  // experiment knob: kRows up to this many rows takes the pair kernel, two CTAs per SM
+#endif
+  if (a.path == cuda::TopKPath::kRows && rows <= FI_TOPK_PAIR_SHARED_ROWS) {
+    topk_pair_kernel<<<dim3(unsigned(2 * rows), 1), kBlock, smem, stream>>>(a);
+    return cudaGetLastError();
+  }
   if (a.path == cuda::TopKPath::kRows || a.splits <= 1) {
     topk_rows_kernel<<<dim3(unsigned(rows), 1), kBlock, smem, stream>>>(a);
     return cudaGetLastError();
