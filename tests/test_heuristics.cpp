@@ -22,7 +22,7 @@ TEST(Heuristics, AFewLongRowsTakeTheGridSelectWithBoundedWorkspace) {
   const auto b8 = plan_topk(8, 262144, 2048, 132);
   EXPECT_EQ(b8.path, TopKPath::kGrid);
   EXPECT_EQ(b8.ctas_per_row, 4 * 132 / 8);  // about 4 CTAs per SM
-  EXPECT_EQ(plan_topk(8, 65536, 2048, 132).ctas_per_row, 65536 / kTopKMinChunk);
+  EXPECT_EQ(plan_topk(4, 65536, 2048, 132).ctas_per_row, 65536 / kTopKMinChunk);
   // Two 4096-bin histograms and a 32-byte state per row (zeroed), then K + 4096 keys.
   EXPECT_EQ(flashindexer::cuda::topk_zeroed_bytes(8), size_t(8) * (2 * 4096 * 4 + 32));
   EXPECT_EQ(b8.workspace_bytes, size_t(8) * (2 * 4096 * 4 + 32) + size_t(8) * (2048 + 4096) * 8);
@@ -43,7 +43,7 @@ TEST(Heuristics, MoreRowsOfModestWidthTakeOneCtaPerRow) {
     EXPECT_EQ(plan.workspace_bytes, 0u) << rows;
   }
   // Up to SMs / 2 such rows: two CTAs per row, one per SM, no workspace.
-  for (int64_t rows : {9, 64, 66}) {
+  for (int64_t rows : {5, 9, 64, 66}) {
     const auto plan = plan_topk(rows, kTopKRowsMaxWidth, 2048, 132);
     EXPECT_EQ(plan.path, TopKPath::kPair) << rows;
     EXPECT_EQ(plan.ctas_per_row, 2) << rows;
@@ -52,7 +52,9 @@ TEST(Heuristics, MoreRowsOfModestWidthTakeOneCtaPerRow) {
   }
   EXPECT_EQ(plan_topk(64, kTopKRowsMaxWidth, 2048, 114).path, TopKPath::kRows);  // an H100 PCIe
   EXPECT_EQ(plan_topk(64, flashindexer::cuda::kTopKPairMinWidth - 1, 2048, 132).path, TopKPath::kRows);
-  EXPECT_EQ(plan_topk(8, 65536, 2048, 132).path, TopKPath::kGrid);
+  EXPECT_EQ(plan_topk(4, 65536, 2048, 132).path, TopKPath::kGrid);
+  EXPECT_EQ(plan_topk(8, 65536, 2048, 132).path, TopKPath::kPair);  // 5 .. 8 rows too
+  EXPECT_EQ(plan_topk(8, 20000, 2048, 132).path, TopKPath::kGrid);
   EXPECT_EQ(plan_topk(64, kTopKRowsMaxWidth + 1, 2048, 132).path, TopKPath::kSplit);
 }
 

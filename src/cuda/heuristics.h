@@ -13,15 +13,17 @@ inline constexpr int32_t kTopKMaxK = 2048;      // largest K of the sm_90a selec
 // TopK over logits, four ways (topk_over_logits.cu):
 // - kRows: one CTA per row, when the rows alone fill the GPU twice over, or when there
 //   are more than SMs / 2 rows of at most kTopKRowsMaxWidth positions.
-// - kPair: more than kTopKGridMaxRows and at most SMs / 2 rows of kTopKPairMinWidth to
-//   kTopKRowsMaxWidth positions: a cluster of two CTAs per row (ctas_per_row = 2), one per SM, each streaming
-//   half of the row; no workspace. H200, K = 2048, graph-timed (docs/perf.md, session 11):
-//   64 x 65,536 36.0 us vs rows 42.0; 32 x 65,536 35.4 vs 40.4.
-// - kGrid: at most kTopKGridMaxRows rows. A grid-wide radix select (grid_radix_select.cuh),
-//   `ctas_per_row` CTAs per row (about 4 per SM in all), each counting and collecting at
-//   least kTopKMinChunk positions, then one CTA per row finishing. Workspace: per row, two
-//   4096-bin histograms and a 32-byte state (zeroed by the launch), then K selected and
-//   kTopKTieCap tied keys of 8 bytes.
+// - kPair: more than kTopKPairMinRows and at most SMs / 2 rows of kTopKPairMinWidth to
+//   kTopKRowsMaxWidth positions: a cluster of two CTAs per row (ctas_per_row = 2), one per
+//   SM, each streaming half of the row; no workspace. H200, K = 2048, graph-timed
+//   (docs/perf.md, session 11): 64 x 65,536 36.0 us vs rows 42.0; 32 x 65,536 35.4 vs
+//   40.4; 8 x 65,536 35.0 vs grid 42.0. With two CTAs per SM (128 x 131,072) it was slower
+//   than one CTA per row: 70.4 vs 62.7 us.
+// - kGrid: at most kTopKGridMaxRows rows that kPair does not take. A grid-wide radix select
+//   (grid_radix_select.cuh), `ctas_per_row` CTAs per row (about 4 per SM in all), each
+//   counting and collecting at least kTopKMinChunk positions, then one CTA per row
+//   finishing. Workspace: per row, two 4096-bin histograms and a 32-byte state (zeroed by
+//   the launch), then K selected and kTopKTieCap tied keys of 8 bytes.
 // - kSplit: the other rows between (wider rows). Each row splits over `ctas_per_row` CTAs of
 //   at least max(4K, 16384) positions, each keeping its exact local top K in the workspace
 //   (rows x splits x (8 K + 8) bytes), merged by one CTA per row.
@@ -44,6 +46,9 @@ inline constexpr int64_t kTopKRowsMaxWidth = 131072;
 // kPair from this width on: below it, half a row's stream (~0.3 cycles per position saved)
 // would not pay for the merge of the halves (~6K cycles; estimated, not measured).
 inline constexpr int64_t kTopKPairMinWidth = 32768;
+// kPair above this many rows (fewer take kGrid): 8 x 65,536 pair 35.0 us vs grid 42.0
+// (docs/perf.md, session 11); 2 .. 7 rows were not measured.
+inline constexpr int64_t kTopKPairMinRows = 4;
 inline constexpr int kTopKMaxChunks = 256;
 inline constexpr int64_t kTopKMinChunk = 2048;
 inline constexpr int kTopKMaxSplits = 64;
@@ -69,13 +74,13 @@ inline TopKPlan plan_topk(int64_t rows, int64_t max_context, int32_t k, int num_
   const int64_t target_ctas = 2 * int64_t(std::max(num_sms, 1));
   const int64_t rows_from = FI_TOPK_ROWS_FROM > 0 ? FI_TOPK_ROWS_FROM : target_ctas;
   if (rows <= 0 || rows >= rows_from) return plan;
-  if (rows > kTopKGridMaxRows && max_context <= kTopKRowsMaxWidth) {
-    if (2 * rows <= int64_t(std::max(num_sms, 1)) && max_context >= kTopKPairMinWidth) {
-      plan.path = TopKPath::kPair;
-      plan.ctas_per_row = 2;
-    }
+  if (rows > kTopKPairMinRows && 2 * rows <= int64_t(std::max(num_sms, 1)) && max_context >= kTopKPairMinWidth &&
+      max_context <= kTopKRowsMaxWidth) {
+    plan.path = TopKPath::kPair;
+    plan.ctas_per_row = 2;
     return plan;
   }
+  if (rows > kTopKGridMaxRows && max_context <= kTopKRowsMaxWidth) return plan;
   if (rows <= kTopKGridMaxRows) {
     if (max_context <= std::max<int64_t>(k, kTopKMinChunk)) return plan;
     const int64_t by_rows = (2 * target_ctas + rows - 1) / rows;

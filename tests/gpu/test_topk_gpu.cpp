@@ -177,11 +177,12 @@ void expect_matches_on_every_dist(int64_t rows, int64_t width, std::initializer_
     }
 }
 
-// Decode-shaped rows: 9 .. SMs / 2 rows of 32,768 .. 131,072 positions (the pair kernel: two
+// Decode-shaped rows: 5 .. SMs / 2 rows of 32,768 .. 131,072 positions (the pair kernel: two
 // CTAs per row), K at both ends.
 TEST(GpuTopK, MatchesCpuOnDecodeShapedRows) {
   SKIP_WITHOUT_GPU();
   expect_matches_on_every_dist(64, 65536, {512, 2048}, 31);
+  expect_matches_on_every_dist(8, 40000, {2048}, 37);
 }
 
 // Rows between the grid-wide select and one CTA per row, wider than the rows path takes

@@ -489,13 +489,6 @@ cudaError_t topk_over_logits(const TopKArgs& a, cudaStream_t stream) {
     topk_pair_kernel<<<dim3(unsigned(2 * rows), 1), kBlock, kPairSmem, stream>>>(a);
     return cudaGetLastError();
   }
-#ifndef FI_TOPK_PAIR_SHARED_ROWS
-#define FI_TOPK_PAIR_SHARED_ROWS 0  // experiment knob: kRows up to this many rows takes the pair kernel, two CTAs per SM
-#endif
-  if (a.path == cuda::TopKPath::kRows && rows <= FI_TOPK_PAIR_SHARED_ROWS) {
-    topk_pair_kernel<<<dim3(unsigned(2 * rows), 1), kBlock, smem, stream>>>(a);
-    return cudaGetLastError();
-  }
   if (a.path == cuda::TopKPath::kRows || a.splits <= 1) {
     topk_rows_kernel<<<dim3(unsigned(rows), 1), kBlock, smem, stream>>>(a);
     return cudaGetLastError();
