@@ -8,7 +8,7 @@
 //   thread), tiles in a permuted order, a verified sampled threshold, a warp vote of the raw
 //   order bits against a rising threshold, rank keys only for the warps with candidates,
 //   per-warp candidate slots, exact compaction in shared memory.
-// Fewer rows (heuristics.h plan_topk): kPair (9 .. SMs / 2 rows of at most 131,072
+// Fewer rows (heuristics.h plan_topk): kPair (5 .. SMs / 2 rows of 32,768 .. 131,072
 //   positions): topk_pair_kernel, a cluster of two CTAs per row, each on its own SM and
 //   streaming half the row with the same guess; CTA 0 takes CTA 1's keys through
 //   distributed shared memory and finishes. kSplit: each row's chunks keep their exact
@@ -41,6 +41,7 @@ namespace {
 #define FI_TOPK_MIN_BLOCKS 2  // CTAs per SM the register budget is sized for
 #endif
 // float4 per thread per group; two groups in flight (4 or 8 measured no faster, session 9)
+// (the pair kernel too, at 128 registers: 35.5 vs 34.9 us at 64 x 65,536, session 11)
 constexpr int kUnroll = 2;
 constexpr int kBlock = 512;           // threads of the rows, split and merge kernels
 constexpr int kFinishThreads = 1024;  // the grid select's finish: one CTA per row, <= 8 rows
@@ -299,11 +300,13 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_rows_kernel(c
 constexpr size_t kPairSmem = sizeof(RowSelector::Storage) > 116 * 1024 ? sizeof(RowSelector::Storage) : 116 * 1024;
 
 // A cluster of two CTAs per row, each on its own SM: both take the same sampled guess of
-// the whole window, each streams half of it into its own selector, with no compaction at
-// its end; CTA 0 then pushes CTA 1's keys (distributed shared memory) into its selector,
-// verifies the guess over the whole window (else streams it again alone, without it) and
-// writes the row. Exact: the row's top K is among the keys the halves keep.
-__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS)
+// the whole window (the same samples, an exact select: the same tau), each streams half of
+// it into its own selector, with no compaction at its end; CTA 0 then pushes CTA 1's keys
+// (distributed shared memory) into its selector, verifies the guess over the whole window
+// (else streams it again alone, without it) and writes the row. Exact: the row's top K is
+// among the keys the halves keep. One CTA per SM, so 128 registers (105, no spills; at 64
+// it spilled 100 / 156 bytes).
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kBlock, 1)
     topk_pair_kernel(const TopKArgs a) {
   namespace cg = cooperative_groups;
   extern __shared__ __align__(16) uint8_t smem[];
