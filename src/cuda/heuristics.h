@@ -17,8 +17,9 @@ inline constexpr int32_t kTopKMaxK = 2048;      // largest K of the sm_90a selec
 //   kTopKRowsMaxWidth positions: a cluster of two CTAs per row (ctas_per_row = 2), one per
 //   SM, each streaming half of the row; no workspace. H200, K = 2048, graph-timed
 //   (docs/perf.md, session 11): 64 x 65,536 36.0 us vs rows 42.0; 32 x 65,536 35.4 vs
-//   40.4; 8 x 65,536 35.0 vs grid 42.0 (all at 64 registers; 128 since: 34.9 at 64 rows). With two CTAs per SM (128 x 131,072) it was slower
-//   than one CTA per row: 70.4 vs 62.7 us.
+//   40.4; 8 x 65,536 35.0 vs grid 42.0 (all with the pair at 64 registers; at 128 since:
+//   34.9 us at 64 rows). Two CTAs per SM (128 x 131,072) were slower than one CTA per row:
+//   70.4 vs 62.7 us.
 // - kGrid: at most kTopKGridMaxRows rows that kPair does not take. A grid-wide radix select
 //   (grid_radix_select.cuh), `ctas_per_row` CTAs per row (about 4 per SM in all), each
 //   counting and collecting at least kTopKMinChunk positions, then one CTA per row
