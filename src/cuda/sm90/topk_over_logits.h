@@ -45,15 +45,16 @@ struct SplitCandidates {
 cudaError_t topk_over_logits(const TopKArgs& args, cudaStream_t stream);
 
 // Builds with -DFI_TOPK_PROFILE=1 (an experiment knob): per-phase sums of thread 0's clock64
-// in the one-CTA-per-row kernel and the grid select's finish (whichever ran), over every CTA
-// since the last reset. out[kTopKProfileCtas] counts the CTAs.
+// in the one-CTA-per-row kernel, the pair kernel's CTA 0 and the grid select's finish
+// (whichever ran), over every CTA since the last reset. out[kTopKProfileCtas] counts the CTAs.
 enum TopKProfile : int {
   kTopKProfileCtas,
   kTopKProfileCheck,   // row checks (window, page table)
-  kTopKProfileWait,    // grid finish: waiting for the collect (programmatic dependent launch)
-  kTopKProfileSample,  // rows: the sampled threshold guess
-  kTopKProfileSelect,  // rows: the stream (and any fallback); grid finish: ties and selected keys
-  kTopKProfileReduce,  // the last compaction to K keys
+  kTopKProfileWait,    // grid finish: waiting for the collect (programmatic dependent launch);
+                       // rows and pair: the sample's loads; pair: also the merge of CTA 1's keys
+  kTopKProfileSample,  // rows and pair: the sampled threshold guess's select
+  kTopKProfileSelect,  // rows, pair: the stream (and any fallback); grid finish: ties and selected keys
+  kTopKProfileReduce,  // the last compaction to K keys (rows: the stream's)
   kTopKProfileOrder,   // ascending position (bitmap) or rank (sort)
   kTopKProfileWrite,   // the output writes
   kTopKProfileSlots
