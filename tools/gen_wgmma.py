@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Generates the inline-PTX WGMMA wrappers of the scoring core (fp32 accumulators):
-  fp8:  src/cuda/sm90/wgmma_fp8.cuh     m64nNk32, e4m3 / e5m2, A and B from shared-memory descriptors
+  fp8:  src/cuda/sm90/wgmma_fp8.cuh     m64nNk32, e4m3 / e5m2, A and B from shared-memory descriptors;
+                                       e5m2 with A from registers
   f16:  src/cuda/sm90/wgmma_f16_rs.cuh  m64nNk16, f16, A from registers, B from a descriptor
 Run: python3 tools/gen_wgmma.py fp8 > src/cuda/sm90/wgmma_fp8.cuh
      python3 tools/gen_wgmma.py f16 > src/cuda/sm90/wgmma_f16_rs.cuh"""
@@ -48,7 +49,8 @@ def preamble(w, about):
 
 def fp8(w):
     preamble(w, ["wgmma.mma_async m64nNk32 with fp8 operands (both K-major in shared memory,",
-                 "described by 64-bit matrix descriptors) and fp32 accumulators in registers.",
+                 "described by 64-bit matrix descriptors; or, e5m2 only, A from registers) and fp32",
+                 "accumulators in registers.",
                  "Accumulator element i of a thread: tile row (warp % 4) * 16 + lane / 4 + 8 * ((i / 2) % 2),",
                  "column (i / 4) * 8 + (lane % 4) * 2 + i % 2 (PTX ISA, wgmma D fragment layout)."])
     w("enum class Fp8Kind { kE4M3, kE5M2 };")
@@ -65,6 +67,19 @@ def fp8(w):
                     f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{ty}.{ty}",
                     f"%{regs}, %{regs + 1}, p, 1, 1;\\n}}\\n",
                     '"l"(desc_a), "l"(desc_b), "r"(scale_d)', regs, regs + 2)
+    w("// The same with A (e5m2) from registers. A fragment of warp w, lane l (g = l / 4,")
+    w("// t = l % 4), byte j of each register: a[0] = row 16w+g, k 4t+j; a[1] = row 16w+g+8, k 4t+j;")
+    w("// a[2] = row 16w+g, k 16+4t+j; a[3] = row 16w+g+8, k 16+4t+j.")
+    w("template <int N>")
+    w("struct WgmmaE5m2Rs;")
+    w("")
+    for n in (32, 64, 128):
+        regs = n // 2
+        wrapper(w, f"template <>\nstruct WgmmaE5m2Rs<{n}> {{",
+                f"float (&d)[{regs}], const uint32_t (&a)[4], uint64_t desc_b, int scale_d",
+                f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e5m2.e5m2",
+                f"{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1;\\n}}\\n",
+                '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)', regs, regs + 5)
     w("}  // namespace flashindexer::sm90")
 
 

@@ -473,6 +473,9 @@ TEST(GpuFused, SanitizerSmallCases) {
   s.form = RowForm::kDecode;
   s.next_n = 2;
   expect_fused_exact(make(s), "sanitizer fp8 decode split");
+  SyntheticSpec m = spec(CacheFormat::kMxfp4, Generator::kGaussian, 0, 1, 9000, 512, 122);
+  m.form = RowForm::kDecode;  // the register-key path, split
+  expect_fused_exact(make(m), "sanitizer mxfp4 decode split");
 }
 
 // memcheck only (tools/device.sh): the sampled start, its guess failing, and the repair launch.

@@ -124,6 +124,21 @@ TEST(GpuScorer, MatchesOracleOnEveryGenerator) {
     }
 }
 
+// mxfp4 decode groups of N <= 128 columns (next_n 1, 2; H 64, 32) take the register-key path
+// (keys converted by the consumers); every generator, including blocks scaled 2^-28 (ulp).
+TEST(GpuScorer, RegisterKeyPathMatchesOracleOnEveryGenerator) {
+  SKIP_WITHOUT_GPU();
+  for (Generator g : kAllGenerators)
+    for (int32_t next_n : {1, 2}) {
+      SyntheticSpec d = spec(CacheFormat::kMxfp4, g, 0, 3, 2600, 90 + uint64_t(g));
+      d.form = RowForm::kDecode;
+      d.next_n = next_n;
+      d.num_heads = g == Generator::kTies ? 32 : 64;
+      expect_matches_oracle(make(d), "mxfp4 decode next_n=" + std::to_string(next_n) + " H=" +
+                                         std::to_string(d.num_heads) + " " + to_string(g));
+    }
+}
+
 TEST(GpuScorer, ShapesAndLayouts) {
   SKIP_WITHOUT_GPU();
   for (CacheFormat f : kFormats) {
@@ -368,6 +383,12 @@ TEST(GpuScorer, SanitizerSmallCases) {
   s.form = RowForm::kDecode;
   s.next_n = 3;
   expect_matches_oracle(make(s), "sanitizer fp8 decode split");
+  for (int32_t next_n : {1, 2}) {  // the register-key path, split
+    SyntheticSpec m = spec(CacheFormat::kMxfp4, Generator::kSpecials, 0, 1, 5000, 122);
+    m.form = RowForm::kDecode;
+    m.next_n = next_n;
+    expect_matches_oracle(make(m), "sanitizer mxfp4 decode next_n=" + std::to_string(next_n));
+  }
 }
 
 }  // namespace

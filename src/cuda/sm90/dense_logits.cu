@@ -57,10 +57,10 @@ __global__ void __launch_bounds__(kScorerThreads, 1)
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
-    if constexpr (Core::kNw >= 128) ptx::regs_dealloc<kProducerRegs>();
+    if constexpr (Core::kSplitRegs) ptx::regs_dealloc<kProducerRegs>();
     Core::produce(a, sm);
   } else {
-    if constexpr (Core::kNw >= 128) ptx::regs_alloc<kConsumerRegs>();
+    if constexpr (Core::kSplitRegs) ptx::regs_alloc<kConsumerRegs>();
     LogitsSink sink{out.logits, out.row_stride};
     Core::consume(sm, wg - 1, sink);
     ptx::named_barrier(1, 256);

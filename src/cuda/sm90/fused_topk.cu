@@ -347,10 +347,10 @@ __global__ void __launch_bounds__(kScorerThreads, 1)
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
-    if constexpr (Core::kNw >= 128) ptx::regs_dealloc<kProducerRegs>();
+    if constexpr (Core::kSplitRegs) ptx::regs_dealloc<kProducerRegs>();
     Core::produce(a, sm);
   } else {
-    if constexpr (Core::kNw >= 128) ptx::regs_alloc<kConsumerRegs>();
+    if constexpr (Core::kSplitRegs) ptx::regs_alloc<kConsumerRegs>();
     const int t = threadIdx.x - 128;
     SelectSink<kRows, step_puts(kHeads, kRows), Core::kShareTiles> sink{st, keys, f.cap, f.k,
                                                                         uint32_t(f.vote_every - 1)};

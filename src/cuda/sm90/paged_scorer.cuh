@@ -22,6 +22,10 @@
 //   mxfp4: four FP8 WGMMA m64nNk32 steps (A: keys, B: query heads, both K-major with the
 //   128-byte swizzle), each into a zeroed accumulator, the partials added in fp32; a k32
 //   step is one scale block, whose E2M1 products span at most 144x, so each step is exact.
+//   mxfp4 groups of N <= 128 columns (decode, next_n <= 2) take the register-key path
+//   (mma_tile_reg): the consumers convert raw E2M1 into E5M2 A fragments in registers and
+//   scale each block's partial by 2^(e_b - e_max) as they add it; no conversion in shared
+//   memory. Both paths give the same bits wherever the first one's E5M2 values are exact.
 //   Opt-in ScoreAccuracy::kReduced (both formats): one FP8 chain of four k32 steps;
 //   then per position: sum_h w[h] * relu(acc[h]) in fp32, heads in a fixed order (each
 //   thread's 2 * N / 8 columns in column order, then the 4 lanes of a quad, xor 1 then 2),
@@ -32,18 +36,20 @@
 // Warp roles (384 threads): warpgroup 0 produces key tiles into an 8-stage ring (mbarrier
 //   full/empty): fp8 bytes by cp.async straight to their swizzled place; mxfp4 by cp.async
 //   into a raw ring, then converted to E5M2 by the thread that copied them, who fences them
-//   for the async proxy (fp8: each consumer fences after the full barrier); warpgroups 1 and 2
+//   for the async proxy (fp8: each consumer fences after the full barrier); register-key
+//   mxfp4: raw tiles by cp.async into a 16-stage ring, nothing else; warpgroups 1 and 2
 //   consume: with N = 256 both read every tile (128 columns each, so a key tile from L2
 //   serves 256 columns); with N <= 128 they take alternate tiles.
-//   When a consumer holds 128 columns the producer gives it registers (setmaxnreg 88 / 208);
-//   its weights live in registers.
+//   When a consumer holds 128 columns or converts keys the producer gives it registers
+//   (setmaxnreg 88 / 208); its weights live in registers.
 // Sinks: put(r, row, position, score) for every in-window score (r: the row's index in
 //   the group). A sink with kLockstep also gets step(sm, t) from all 256 consumer threads
 //   at the start of every tile (N = 256) or pair of tiles (N <= 128), so it can run
 //   group-wide work (the fused operator's compactions) between the steps' puts.
 // Shared memory: Q N x 128 B (fp8 caches: N x 256 B, room for the f16 queries of the
 //   default mode) + 8 x (8 KiB keys + 256 B scales) + N weights + metadata; mxfp4 adds a
-//   raw ring of 9 x 5 KiB tiles (N = 256: fp8 131 KiB, mxfp4 144 KiB).
+//   raw ring of 9 x 5 KiB tiles (N = 256: fp8 131 KiB, mxfp4 144 KiB); register-key mxfp4:
+//   Q N x 128 B + 16 x (4 KiB raw keys + 256 B scale words) (N = 64: 77 KiB).
 #pragma once
 
 #include <cuda_fp8.h>
@@ -125,7 +131,14 @@ cudaError_t launch_scorer_kernel(void (*kernel)(Params...), size_t smem, cudaStr
   return cudaGetLastError();
 }
 
-inline constexpr int kScorerStages = 8;  // key tiles in the ring
+inline constexpr int kScorerStages = 8;  // key tiles in the ring (16 raw tiles on the register-key path)
+
+// Register-key path (mxfp4 groups of N <= 128 columns, i.e. decode with next_n <= 2): the
+// producer only copies raw tiles; consumers convert keys into WGMMA A fragments in registers.
+// FI_SCORER_REG_KEYS=0 (experiment knob) sends them through the producer's conversion instead.
+#ifndef FI_SCORER_REG_KEYS
+#define FI_SCORER_REG_KEYS 1
+#endif
 
 // mxfp4 only: raw key tiles as stored, before their conversion to E5M2.
 struct Mxfp4RawRing {
@@ -137,13 +150,16 @@ struct NoRawRing {};
 
 template <int kN, bool kMx>
 struct ScorerSmem {
-  static constexpr int kStages = kScorerStages;
+  static constexpr bool kRegKeys = kMx && kN <= 128 && FI_SCORER_REG_KEYS != 0;
+  static constexpr int kStages = kRegKeys ? 2 * kScorerStages : kScorerStages;
   // fp8 queries [N, 128], swizzled; fp8 caches keep room for the kFp32 path's f16 queries:
   // two [N, 64] f16 atoms (D in MMA order, load_queries), swizzled.
   alignas(1024) uint8_t q[kN * (kMx ? 128 : 256)];
-  alignas(1024) uint8_t k[kStages][cuda::kScorerTile * 128];  // [S][64, 128] keys (fp8), swizzled
-  float kscale[kStages][cuda::kScorerTile];
-  std::conditional_t<kMx, Mxfp4RawRing, NoRawRing> ring;
+  // [S][64, 128] keys (fp8), swizzled; register keys: [S][64, 64] packed E2M1 as stored, the
+  // 16-byte chunk c of token r at chunk c ^ ((r >> 1) & 3) (raw_offset).
+  alignas(1024) uint8_t k[kStages][cuda::kScorerTile * (kRegKeys ? 64 : 128)];
+  float kscale[kStages][cuda::kScorerTile];  // register keys: the tokens' UE8M0 words as stored
+  std::conditional_t<kMx && !kRegKeys, Mxfp4RawRing, NoRawRing> ring;
   alignas(16) float w[kN];                        // [N] weights (times the q scale for mxfp4); float2 loads
   uint64_t full[kStages];
   uint64_t empty[kStages];
@@ -219,7 +235,6 @@ struct PagedScorer {
   static constexpr int kN = kHeads * kRows;
   static constexpr bool kMx = kFormat == CacheFormat::kMxfp4;
   static constexpr Fp8Kind kKind = kMx ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
-  static constexpr int kStages = kScorerStages;
   static constexpr bool kShareTiles = kN == 256;             // both consumers on every tile
   static constexpr int kNw = kShareTiles ? kN / 2 : kN;      // columns per consumer warpgroup
   static constexpr int kRowsW = kNw / kHeads;                // rows per consumer warpgroup
@@ -227,6 +242,10 @@ struct PagedScorer {
   static constexpr uint32_t kTurnBarrier = 4;  // + cw: "warpgroup cw's turn" (1-3: the fused sink)
   static_assert(kN % 32 == 0 && kN <= 256 && kRows <= 8, "unsupported group shape");
   using Smem = ScorerSmem<kN, kMx>;
+  static constexpr int kStages = Smem::kStages;
+  static constexpr bool kRegKeys = Smem::kRegKeys;
+  // The producer hands registers to the consumers (setmaxnreg 88 / 208).
+  static constexpr bool kSplitRegs = kNw >= 128 || kRegKeys;
   // fp8 caches in the default mode score with FP16 WGMMAs in one chain (mma_tile_f16).
   static constexpr bool kF16 = !kMx && kAccuracy == ScoreAccuracy::kFp32;
 
@@ -313,6 +332,11 @@ struct PagedScorer {
         }
         uint4 lo, hi;
         e2m1_block_to_e5m2(v, shift, lo, hi);
+        if constexpr (kRegKeys) {  // the k order of mma_tile_reg: element words 0, 2, 4, 6, 1, 3, 5, 7
+          const uint4 even = make_uint4(lo.x, lo.z, hi.x, hi.z), odd = make_uint4(lo.y, lo.w, hi.y, hi.w);
+          lo = even;
+          hi = odd;
+        }
         *reinterpret_cast<uint4*>(sm.q + ptx::sw128_offset(n, 2 * c)) = lo;
         *reinterpret_cast<uint4*>(sm.q + ptx::sw128_offset(n, 2 * c + 1)) = hi;
       } else if constexpr (kF16) {
@@ -474,8 +498,34 @@ struct PagedScorer {
     ptx::cp_async_wait<0>();
   }
 
+  // Register keys: raw tiles by cp.async straight to their place (values with chunks rotated
+  // per token pair, raw_offset; scale words as stored); the full barrier completes when all
+  // 128 producer threads' copies have landed. Up to kStages tiles in flight.
+  __device__ static uint32_t raw_offset(int token, int chunk) {
+    return uint32_t(token) * 64 + (uint32_t(chunk ^ ((token >> 1) & 3)) << 4);
+  }
+  __device__ static void produce_raw(const ScorerArgs& a, Smem& sm) {
+    const int tid = threadIdx.x;  // 0..127
+    PageAhead pages;
+    pages.start(a, sm);
+    for (int i = 0; i < sm.num_tiles; ++i) {
+      const int stage = i % kStages;
+      const TileSource src = tile_source(a, sm, i, pages.page(a, sm, i));
+      ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int c = tid + 128 * u;  // chunk c & 3 of token c >> 2
+        ptx::cp_async16(sm.k[stage] + raw_offset(c >> 2, c & 3), src.values + c * 16);
+      }
+      if (tid < 16) ptx::cp_async16(&sm.kscale[stage][4 * tid], src.scales + tid * 16);
+      ptx::cp_async_arrive(&sm.full[stage]);
+    }
+  }
+
   __device__ static void produce(const ScorerArgs& a, Smem& sm) {
-    if constexpr (kMx) {
+    if constexpr (kRegKeys) {
+      produce_raw(a, sm);
+    } else if constexpr (kMx) {
       produce_mx(a, sm);
     } else {
       produce_fp8(a, sm);
@@ -584,6 +634,98 @@ struct PagedScorer {
     ptx::fence_registers(acc);
   }
 
+  // Register keys: acc[64 x kNw] = sum_b 2^(e_b - e_max) K_b Q_b^T over the four scale blocks
+  // b (the k32 steps), each MMA from zero with A converted from the raw tile in registers
+  // (E2M1 -> E5M2 at shift 0, exact), the partials scaled by powers of two and added in fp32
+  // in block order: the bits of the shifted-E5M2 path (mma_tile) wherever that one is exact,
+  // and no rounding where it is not (e_max - e_b > 13). Fragments: thread t of a quad takes
+  // word t of each 16-byte block chunk (ldmatrix); its low codes are k 4t..4t+3 of the step,
+  // its high codes k 16+4t.., so the queries are stored in that k order (load_queries).
+  // ks0, ks1: the key scales 2^(e_max - 127) of the thread's positions m0, m0 + 8. Both
+  // accuracy modes (a single FP8 chain would need the shifted values; kReduced gains nothing).
+  // 2^(e_b - e_max) for block b of a token's scale word (0 below 2^-126).
+  __device__ static float block_factor(uint32_t s4, int emax, int b) {
+    return __int_as_float(max(int((s4 >> (8 * b)) & 0xFF) - emax + 127, 0) << 23);
+  }
+  __device__ static void mma_tile_reg(float (&acc)[kNw / 2], const uint8_t* raw, const uint32_t* words, int m0,
+                                      uint64_t desc_q, uint64_t* empty, float& ks0, float& ks1) {
+    const int lane = threadIdx.x & 31, i = lane >> 3;
+    const int row = (m0 & ~15) + (lane & 7) + 8 * (i & 1);  // matrix i: rows m0 | m0 + 8, chunk i / 2 (+ 2)
+    uint32_t w[8];  // (m0, c0), (m1, c0), (m0, c1), (m1, c1), then chunks 2, 3
+    ptx::ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(&w[0]), raw + raw_offset(row, i >> 1));
+    ptx::ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(&w[4]), raw + raw_offset(row, 2 + (i >> 1)));
+    const uint32_t s0 = words[m0], s1 = words[m0 + 8];
+    const int emax0 = int(max_block_exponent(s0)), emax1 = int(max_block_exponent(s1));
+    ks0 = ue8m0_value(uint32_t(emax0));
+    ks1 = ue8m0_value(uint32_t(emax1));
+    ptx::mbar_arrive(empty);  // the tile's bytes are in registers: the stage is free
+    uint32_t a[4][4];
+    auto convert = [&](int b) {
+      e2m1x8_to_e5m2(w[2 * b], a[b][0], a[b][2]);
+      e2m1x8_to_e5m2(w[2 * b + 1], a[b][1], a[b][3]);
+    };
+    // Block b's factor for accumulator element e (rows m0 | m0 + 8 by (e / 2) % 2).
+    float rel0[4], rel1[4];
+    auto factors = [&](int b) {
+      rel0[b] = block_factor(s0, emax0, b);
+      rel1[b] = block_factor(s1, emax1, b);
+    };
+    auto rel = [&](int b, int e) { return (e / 2) % 2 ? rel1[b] : rel0[b]; };
+    if constexpr (kNw <= 64) {  // four partials in flight, one wait
+      float p[4][kNw / 2];
+#pragma unroll
+      for (int b = 0; b < 4; ++b) convert(b);
+#pragma unroll
+      for (int b = 0; b < 4; ++b) ptx::fence_registers(p[b]);
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int b = 0; b < 4; ++b) WgmmaE5m2Rs<kNw>::mma(p[b], a[b], desc_q + 2 * b, 0);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+#pragma unroll
+      for (int b = 0; b < 4; ++b) ptx::fence_registers(p[b]);
+#pragma unroll
+      for (int b = 0; b < 4; ++b) factors(b);
+#pragma unroll
+      for (int e = 0; e < kNw / 2; ++e) {
+        float v = p[0][e] * rel(0, e);
+#pragma unroll
+        for (int b = 1; b < 4; ++b) v = fmaf(p[b][e], rel(b, e), v);
+        acc[e] = v;
+      }
+    } else {  // kNw = 128: block 0 into acc, then one partial at a time (three waits)
+      float p[kNw / 2];
+      convert(0);
+      convert(1);
+      ptx::fence_registers(acc);
+      ptx::fence_registers(p);
+      ptx::wgmma_fence();
+      WgmmaE5m2Rs<kNw>::mma(acc, a[0], desc_q, 0);
+      WgmmaE5m2Rs<kNw>::mma(p, a[1], desc_q + 2, 0);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_registers(acc);
+      ptx::fence_registers(p);
+      factors(0);
+      factors(1);
+#pragma unroll
+      for (int e = 0; e < kNw / 2; ++e) acc[e] = fmaf(p[e], rel(1, e), acc[e] * rel(0, e));
+#pragma unroll
+      for (int b = 2; b < 4; ++b) {
+        convert(b);
+        ptx::fence_registers(p);
+        ptx::wgmma_fence();
+        WgmmaE5m2Rs<kNw>::mma(p, a[b], desc_q + 2 * b, 0);
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers(p);
+        factors(b);
+#pragma unroll
+        for (int e = 0; e < kNw / 2; ++e) acc[e] = fmaf(p[e], rel(b, e), acc[e]);
+      }
+    }
+  }
+
   // The pass of the tile being consumed, kept in registers (passes change rarely: only
   // in a group that spans requests); seek() advances it as the tile index grows.
   struct PassCursor {
@@ -666,7 +808,7 @@ struct PagedScorer {
       nan[w] = false;
     }
     // part stays untouched (and costs no registers) in kReduced, where it is unused.
-    constexpr int kPart = kAccuracy == ScoreAccuracy::kReduced || kF16 ? 0 : kNw / 2;
+    constexpr int kPart = kAccuracy == ScoreAccuracy::kReduced || kF16 || kRegKeys ? 0 : kNw / 2;
     float acc[kNw / 2], part[kNw / 2];
 #pragma unroll
     for (int i = 0; i < kNw / 2; ++i) acc[i] = 0.0f;
@@ -696,15 +838,21 @@ struct PagedScorer {
       // mxfp4: the producer fenced its converted tile before the full barrier.
       ptx::mbar_wait(&sm.full[stage], (i / kStages) & 1);
       if constexpr (!kMx && !kF16 && FI_SCORER_CONSUMER_FENCE != 0) ptx::fence_proxy_async_smem();  // cp.async (generic proxy) bytes -> WGMMA (async proxy)
-      const float ks0 = sm.kscale[stage][m0];
-      const float ks1 = sm.kscale[stage][m1];
+      float ks0 = 0.0f, ks1 = 0.0f;  // register keys: from the tile's scale words, in mma_tile_reg
+      if constexpr (!kRegKeys) {
+        ks0 = sm.kscale[stage][m0];
+        ks1 = sm.kscale[stage][m1];
+      }
       const uint64_t desc_k = ptx::smem_desc_sw128(sm.k[stage]);
       const bool neg = !kMx && (ks0 < 0.0f || ks1 < 0.0f);
       float s[kRowsW][2];
 #pragma unroll
       for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = 0.0f;
       if constexpr (kPingPong) ptx::named_barrier(kTurnBarrier + cw, 256);  // my turn
-      if constexpr (kF16) {
+      if constexpr (kRegKeys) {  // arrives on the empty barrier itself, before its MMAs
+        mma_tile_reg(acc, sm.k[stage], reinterpret_cast<const uint32_t*>(sm.kscale[stage]), m0, desc_q,
+                     &sm.empty[stage], ks0, ks1);
+      } else if constexpr (kF16) {
         mma_tile_f16(acc, sm.k[stage], m0, desc_q);
       } else {
         mma_tile(acc, part, desc_k, desc_q);
@@ -712,7 +860,7 @@ struct PagedScorer {
       if constexpr (kPingPong) {
         if (cw == 0 || i + step < num_tiles) ptx::named_barrier_arrive(kTurnBarrier + (cw ^ 1), 256);
       }
-      ptx::mbar_arrive(&sm.empty[stage]);
+      if constexpr (!kRegKeys) ptx::mbar_arrive(&sm.empty[stage]);
       if constexpr (FI_SCORER_EPILOGUE == 0) {
 #pragma unroll
         for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = acc[r];
