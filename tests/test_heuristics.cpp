@@ -101,6 +101,7 @@ TEST(Heuristics, DecodeScorerSplitsFewRequestsAcrossTheGpu) {
   EXPECT_EQ(b64.rows_per_group, 1);
   EXPECT_EQ(b64.groups, 64);
   EXPECT_GE(b64.ctas(), 2 * 132);
+  EXPECT_EQ(b64.splits, 6);  // 384 CTAs: 2.91 waves of 132 (5 splits: 2.42 waves)
   expect_covering(b64, 65536);
   const auto b1 = plan_scorer(true, 1, 1, 1, 64, 65536, 132);
   EXPECT_EQ(b1.splits, 65536 / flashindexer::cuda::kScorerMinChunk);  // capped by the minimum chunk
@@ -111,6 +112,22 @@ TEST(Heuristics, DecodeScorerSplitsFewRequestsAcrossTheGpu) {
   EXPECT_EQ(n3.groups, 4);
   expect_covering(n3, 5000);
   EXPECT_EQ(plan_scorer(true, 4, 1, 4, 64, 0, 132).splits, 1);
+}
+
+// Split counts fill the last wave of CTAs as well as any count up to twice the minimum.
+TEST(Heuristics, ScorerSplitsBalanceTheLastWave) {
+  using flashindexer::cuda::balanced_splits;
+  for (const int64_t groups : {1, 3, 8, 32, 64, 100, 128}) {
+    const int64_t lo = (264 + groups - 1) / groups;
+    const int64_t s = balanced_splits(groups, lo, 1 << 16, 132);
+    EXPECT_GE(s, lo);
+    EXPECT_LE(s, 2 * lo);
+    auto fill = [&](int64_t n) { return double(groups * n) / double((groups * n + 131) / 132 * 132); };
+    for (int64_t n = lo; n <= 2 * lo; ++n) EXPECT_GE(fill(s), fill(n)) << groups << " groups, " << n << " splits";
+  }
+  EXPECT_EQ(balanced_splits(64, 5, 4, 132), 5);  // below the minimum: the minimum (the caller caps it)
+  EXPECT_EQ(balanced_splits(8192, 1, 1 << 16, 132), 1);  // the groups fill the GPU: no splits
+  EXPECT_EQ(balanced_splits(64, 5, 5, 132), 5);
 }
 
 // The fused operator's workspace is rows x max_splits x K keys: max_splits bounds the

@@ -122,6 +122,25 @@ struct ScorerPlan {
   int64_t ctas() const { return groups * splits; }
 };
 
+// Splits per group, from `lo` to min(2 lo, hi): the count whose last wave of CTAs (one scorer
+// CTA per SM) is fullest, ties to fewer; `lo` when hi < lo or lo = 1 (the groups alone fill
+// the GPU twice: splitting buys nothing). 64 decode requests on 132 SMs: 6 splits (384 CTAs,
+// 2.91 waves) rather than 5 (320, 2.42: a third of the last wave idle).
+inline int64_t balanced_splits(int64_t groups, int64_t lo, int64_t hi, int num_sms) {
+  const int64_t sms = std::max(num_sms, 1);
+  if (lo <= 1) return lo;
+  int64_t best = lo, best_ctas = 0, best_waves = 1;
+  for (int64_t s = lo; s <= std::min(2 * lo, hi); ++s) {
+    const int64_t ctas = groups * s, waves = (ctas + sms - 1) / sms;
+    if (ctas * best_waves > best_ctas * waves) {  // ctas / (waves * sms) is higher
+      best = s;
+      best_ctas = ctas;
+      best_waves = waves;
+    }
+  }
+  return best;
+}
+
 inline ScorerPlan plan_scorer(bool decode, int64_t rows, int32_t next_n, int32_t num_requests, int32_t heads,
                               int64_t max_context, int num_sms) {
   ScorerPlan plan;
@@ -137,10 +156,12 @@ inline ScorerPlan plan_scorer(bool decode, int64_t rows, int32_t next_n, int32_t
   if (plan.groups <= 0) return plan;
   const int64_t target = 2 * int64_t(std::max(num_sms, 1));
   const int64_t by_groups = (target + plan.groups - 1) / plan.groups;
-  plan.max_splits = int32_t(std::clamp<int64_t>(by_groups, 1, 1 << 16));
+  // The splits of any max_context are at most this (the width cap only lowers them).
+  plan.max_splits = int32_t(std::clamp<int64_t>(balanced_splits(plan.groups, by_groups, 1 << 16, num_sms), 1, 1 << 16));
   if (max_context <= 0) return plan;
   const int64_t by_width = std::max<int64_t>(1, max_context / kScorerMinChunk);
-  const int64_t splits = std::clamp<int64_t>(std::min(by_groups, by_width), 1, 1 << 16);
+  const int64_t splits =
+      std::clamp<int64_t>(std::min(balanced_splits(plan.groups, by_groups, by_width, num_sms), by_width), 1, 1 << 16);
   const int64_t per = (max_context + splits - 1) / splits;
   plan.chunk = (per + kScorerTile - 1) / kScorerTile * kScorerTile;
   plan.splits = int32_t((max_context + plan.chunk - 1) / plan.chunk);

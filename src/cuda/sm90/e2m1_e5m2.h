@@ -3,8 +3,8 @@
 //
 // An E2M1 code times 2^-shift as an E5M2 byte, for shift <= 13 (every result normal):
 // a byte permute through an 8-entry table of E5M2 magnitudes whose exponent fields are
-// lowered by `shift`, and a second permute for the signs. e2m1x8_to_e5m2: eight codes at
-// shift 0 (the scoring core's register path), signs by prmt's sign-replicate mode.
+// lowered by `shift`, and a second permute for the signs. e2m1x8_to_e5m2_lsb: eight codes
+// at a fixed 2^-14 by bit moves (the scoring core's register-key path).
 #pragma once
 
 #include <cstdint>
@@ -28,26 +28,6 @@ FI_HD uint32_t byte_permute(uint32_t lo, uint32_t hi, uint32_t sel) {
 #endif
 }
 
-// PTX prmt (default mode) for any selector: as byte_permute, except that where bit 3 of a
-// selector nibble is set the result byte is the selected byte's sign bit replicated (0x00 / 0xFF).
-FI_HD uint32_t byte_permute_sx(uint32_t lo, uint32_t hi, uint32_t sel) {
-#if defined(__CUDA_ARCH__)
-  uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(sel));
-  return r;
-#else
-  const uint64_t pair = uint64_t(hi) << 32 | lo;
-  uint32_t r = 0;
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t nib = (sel >> (4 * i)) & 0xF;
-    uint32_t b = uint32_t(pair >> (8 * (nib & 7))) & 0xFF;
-    if (nib & 8) b = (b & 0x80) ? 0xFF : 0x00;
-    r |= b << (8 * i);
-  }
-  return r;
-#endif
-}
-
 // E5M2 magnitudes of E2M1 codes 0..3 {0, .5, 1, 1.5} and 4..7 {2, 3, 4, 6}, exponent - shift.
 FI_HD uint32_t e5m2_lut_lo(uint32_t shift) { return 0x3E3C3800u - shift * 0x04040400u; }
 FI_HD uint32_t e5m2_lut_hi(uint32_t shift) { return 0x46444240u - shift * 0x04040404u; }
@@ -59,17 +39,15 @@ FI_HD uint32_t e2m1x4_to_e5m2(uint32_t codes, uint32_t lut_lo, uint32_t lut_hi) 
   return mag | sgn;
 }
 
-// Eight E2M1 codes (code i in nibble i of `codes`) to E5M2 bytes at shift 0: lo gets codes
-// 0..3, hi codes 4..7 (code i in byte i % 4). Magnitudes: the codes' low three bits through
-// the shift-0 table; signs: a permute of 0x80 bytes in sign-replicate mode (0x80 for a
-// positive code, 0xFF for a negative one), whose bit 0 is shifted to bit 7. 11 integer ops.
-FI_HD void e2m1x8_to_e5m2(uint32_t codes, uint32_t& lo, uint32_t& hi) {
-  const uint32_t lut_lo = e5m2_lut_lo(0), lut_hi = e5m2_lut_hi(0);
-  const uint32_t mag = codes & 0x77777777u;
-  const uint32_t neg_lo = byte_permute_sx(0x80808080u, 0x80808080u, codes);
-  const uint32_t neg_hi = byte_permute_sx(0x80808080u, 0x80808080u, codes >> 16);
-  lo = byte_permute_sx(lut_lo, lut_hi, mag) | ((neg_lo << 7) & 0x80808080u);
-  hi = byte_permute_sx(lut_lo, lut_hi, mag >> 16) | ((neg_hi << 7) & 0x80808080u);
+// Eight E2M1 codes (code i in nibble i of `codes`) to E5M2 bytes worth the code's value times
+// 2^-14, by bit moves alone: the byte (m << 1) | (sign << 7) of a magnitude code m = e1 e0 m0
+// has exponent field e1 e0 and mantissa m0 0, which is E2M1's own encoding shifted by 14
+// binades, E2M1's subnormal (0.5) landing on E5M2's subnormal 2^-15 (the FP8 MMA takes
+// subnormal inputs). even gets codes 0, 2, 4, 6 and odd codes 1, 3, 5, 7, in bytes 0..3
+// (the low and high nibbles of each byte). 7 integer ops.
+FI_HD void e2m1x8_to_e5m2_lsb(uint32_t codes, uint32_t& even, uint32_t& odd) {
+  even = ((codes << 1) & 0x0E0E0E0Eu) | ((codes << 4) & 0x80808080u);
+  odd = ((codes >> 3) & 0x0E0E0E0Eu) | (codes & 0x80808080u);
 }
 
 }  // namespace flashindexer::sm90

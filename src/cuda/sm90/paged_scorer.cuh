@@ -268,7 +268,7 @@ struct PagedScorer {
       sm.rows[tid] = gr;
     }
     if (tid < Smem::kStages) {
-      ptx::mbar_init(&sm.full[tid], 128);
+      ptx::mbar_init(&sm.full[tid], kRegKeys ? 32 : 128);  // the producer threads that copy a tile
       ptx::mbar_init(&sm.empty[tid], kEmptyArrivals);
     }
     __syncthreads();
@@ -332,8 +332,12 @@ struct PagedScorer {
         }
         uint4 lo, hi;
         e2m1_block_to_e5m2(v, shift, lo, hi);
-        if constexpr (kRegKeys) {  // the k order of mma_tile_reg: element words 0, 2, 4, 6, 1, 3, 5, 7
-          const uint4 even = make_uint4(lo.x, lo.z, hi.x, hi.z), odd = make_uint4(lo.y, lo.w, hi.y, hi.w);
+        if constexpr (kRegKeys) {  // the k order of mma_tile_reg: the block's even elements, then its odd ones
+          constexpr uint32_t kEven = 0x6420, kOdd = 0x7531;
+          const uint4 even = make_uint4(byte_permute(lo.x, lo.y, kEven), byte_permute(lo.z, lo.w, kEven),
+                                        byte_permute(hi.x, hi.y, kEven), byte_permute(hi.z, hi.w, kEven));
+          const uint4 odd = make_uint4(byte_permute(lo.x, lo.y, kOdd), byte_permute(lo.z, lo.w, kOdd),
+                                       byte_permute(hi.x, hi.y, kOdd), byte_permute(hi.z, hi.w, kOdd));
           lo = even;
           hi = odd;
         }
@@ -394,21 +398,25 @@ struct PagedScorer {
                                : int64_t(pm.table[int64_t(sm.passes[p].request) * pm.table_row_stride + index]);
   }
 
-  // Page ids 32 tiles ahead of use: lane l holds tile (32 b + l) of the current batch b
-  // and of the next one, so the page-table read never stalls the copy issue.
+  // Page ids 32 tiles ahead of use, for a warp that takes the tiles first + stride j
+  // (j = 0, 1, ...): lane l holds the page of j = 32 b + l of the current batch b and of the
+  // next one, so the page-table read never stalls the copy issue.
   struct PageAhead {
     int64_t cur, next;
-    __device__ void start(const ScorerArgs& a, const Smem& sm) {
+    int first, stride;
+    __device__ void start(const ScorerArgs& a, const Smem& sm, int first_tile = 0, int tile_stride = 1) {
       const int lane = threadIdx.x & 31;
-      cur = tile_page(a, sm, lane);
-      next = tile_page(a, sm, 32 + lane);
+      first = first_tile;
+      stride = tile_stride;
+      cur = tile_page(a, sm, first + stride * lane);
+      next = tile_page(a, sm, first + stride * (32 + lane));
     }
-    __device__ int64_t page(const ScorerArgs& a, const Smem& sm, int i) {
-      if (i > 0 && (i & 31) == 0) {
+    __device__ int64_t page(const ScorerArgs& a, const Smem& sm, int j) {
+      if (j > 0 && (j & 31) == 0) {
         cur = next;
-        next = tile_page(a, sm, i + 32 + (threadIdx.x & 31));
+        next = tile_page(a, sm, first + stride * (j + 32 + (threadIdx.x & 31)));
       }
-      return __shfl_sync(0xFFFFFFFFu, cur, i & 31);
+      return __shfl_sync(0xFFFFFFFFu, cur, j & 31);
     }
   };
 
@@ -420,7 +428,8 @@ struct PagedScorer {
   __device__ static TileSource tile_source(const ScorerArgs& a, const Smem& sm, int j, int64_t page) {
     const int i = sm.order.tile(j);
     const int64_t ps = a.cache.pages.page_size;
-    const int64_t token0 = tile_first(sm, pass_of(sm, i), i) % ps;
+    const int64_t first = tile_first(sm, pass_of(sm, i), i);
+    const int64_t token0 = (ps & (ps - 1)) == 0 ? first & (ps - 1) : first % ps;  // 64 and 128: a mask
     constexpr int kValueBytes = kMx ? 64 : 128;
     const uint8_t* base = static_cast<const uint8_t*>(a.cache.pool) + page * a.cache.page_stride;
     return {base + token0 * kValueBytes, base + ps * kValueBytes + token0 * 4};
@@ -499,25 +508,29 @@ struct PagedScorer {
   }
 
   // Register keys: raw tiles by cp.async straight to their place (values with chunks rotated
-  // per token pair, raw_offset; scale words as stored); the full barrier completes when all
-  // 128 producer threads' copies have landed. Up to kStages tiles in flight.
+  // per token pair, raw_offset; scale words as stored). Producer warps 0 and 1 take alternate
+  // tiles (two warps keep up, and the copies' address and barrier work is a quarter of four
+  // warps'); a tile's full barrier completes when its warp's 32 lanes' copies have landed.
+  // Up to kStages tiles in flight.
+  static constexpr int kRawWarps = 2;
   __device__ static uint32_t raw_offset(int token, int chunk) {
     return uint32_t(token) * 64 + (uint32_t(chunk ^ ((token >> 1) & 3)) << 4);
   }
   __device__ static void produce_raw(const ScorerArgs& a, Smem& sm) {
-    const int tid = threadIdx.x;  // 0..127
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (warp >= kRawWarps) return;
     PageAhead pages;
-    pages.start(a, sm);
-    for (int i = 0; i < sm.num_tiles; ++i) {
+    pages.start(a, sm, warp, kRawWarps);
+    for (int j = 0, i = warp; i < sm.num_tiles; ++j, i += kRawWarps) {
       const int stage = i % kStages;
-      const TileSource src = tile_source(a, sm, i, pages.page(a, sm, i));
+      const TileSource src = tile_source(a, sm, i, pages.page(a, sm, j));
       ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
 #pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const int c = tid + 128 * u;  // chunk c & 3 of token c >> 2
+      for (int u = 0; u < 8; ++u) {
+        const int c = lane + 32 * u;  // chunk c & 3 of token c >> 2
         ptx::cp_async16(sm.k[stage] + raw_offset(c >> 2, c & 3), src.values + c * 16);
       }
-      if (tid < 16) ptx::cp_async16(&sm.kscale[stage][4 * tid], src.scales + tid * 16);
+      if (lane < 16) ptx::cp_async16(&sm.kscale[stage][4 * lane], src.scales + lane * 16);
       ptx::cp_async_arrive(&sm.full[stage]);
     }
   }
@@ -636,16 +649,17 @@ struct PagedScorer {
 
   // Register keys: acc[64 x kNw] = sum_b 2^(e_b - e_max) K_b Q_b^T over the four scale blocks
   // b (the k32 steps), each MMA from zero with A converted from the raw tile in registers
-  // (E2M1 -> E5M2 at shift 0, exact), the partials scaled by powers of two and added in fp32
-  // in block order: the bits of the shifted-E5M2 path (mma_tile) wherever that one is exact,
-  // and no rounding where it is not (e_max - e_b > 13). Fragments: thread t of a quad takes
-  // word t of each 16-byte block chunk (ldmatrix); its low codes are k 4t..4t+3 of the step,
-  // its high codes k 16+4t.., so the queries are stored in that k order (load_queries).
+  // (E2M1 -> E5M2 times 2^-14 by bit moves, exact: e2m1x8_to_e5m2_lsb), the partials scaled
+  // by 2^(e_b - e_max + 14) and added in fp32 in block order: the bits of the shifted-E5M2
+  // path (mma_tile) wherever that one is exact, and no rounding where it is not
+  // (e_max - e_b > 13). Fragments: thread t of a quad takes word t of each 16-byte block
+  // chunk (ldmatrix); its even codes are k 4t..4t+3 of the step, its odd codes k 16+4t..,
+  // so the queries are stored in that k order (load_queries).
   // ks0, ks1: the key scales 2^(e_max - 127) of the thread's positions m0, m0 + 8. Both
   // accuracy modes (a single FP8 chain would need the shifted values; kReduced gains nothing).
-  // 2^(e_b - e_max) for block b of a token's scale word (0 below 2^-126).
+  // 2^(e_b - e_max + 14) for block b of a token's scale word (0 below 2^-126).
   __device__ static float block_factor(uint32_t s4, int emax, int b) {
-    return __int_as_float(max(int((s4 >> (8 * b)) & 0xFF) - emax + 127, 0) << 23);
+    return __int_as_float(max(int((s4 >> (8 * b)) & 0xFF) - emax + 127 + 14, 0) << 23);
   }
   __device__ static void mma_tile_reg(float (&acc)[kNw / 2], const uint8_t* raw, const uint32_t* words, int m0,
                                       uint64_t desc_q, uint64_t* empty, float& ks0, float& ks1) {
@@ -661,8 +675,8 @@ struct PagedScorer {
     ptx::mbar_arrive(empty);  // the tile's bytes are in registers: the stage is free
     uint32_t a[4][4];
     auto convert = [&](int b) {
-      e2m1x8_to_e5m2(w[2 * b], a[b][0], a[b][2]);
-      e2m1x8_to_e5m2(w[2 * b + 1], a[b][1], a[b][3]);
+      e2m1x8_to_e5m2_lsb(w[2 * b], a[b][0], a[b][2]);
+      e2m1x8_to_e5m2_lsb(w[2 * b + 1], a[b][1], a[b][3]);
     };
     // Block b's factor for accumulator element e (rows m0 | m0 + 8 by (e / 2) % 2).
     float rel0[4], rel1[4];
