@@ -19,9 +19,8 @@ namespace flashindexer::sm90 {
 
 // 2^(e - 127) for a UE8M0 byte; 0xFF is NaN (OCP MX).
 __device__ __forceinline__ float ue8m0_value(uint32_t e) {
-  if (e == 0xFF) return __int_as_float(0x7FC00000);
-  if (e == 0) return __int_as_float(0x00400000);  // 2^-127, subnormal
-  return __int_as_float(int(e << 23));
+  const uint32_t bits = e == 0xFF ? 0x7FC00000u : e == 0 ? 0x00400000u : e << 23;  // 0: 2^-127, subnormal
+  return __int_as_float(int(bits));
 }
 
 // Largest of the four block exponents of one vector (0xFF if any block is NaN).

@@ -84,9 +84,6 @@ struct FusedLayout {
 #ifndef FI_FUSED_SAMPLE
 #define FI_FUSED_SAMPLE 1  // experiment knob: 0 streams every row in the plain order from tau = 0
 #endif
-#ifndef FI_FUSED_WARP_APPEND
-#define FI_FUSED_WARP_APPEND 0  // experiment knob: 1 appends with one shared atomic per row and warp (untested on a GPU)
-#endif
 #ifndef FI_FUSED_PROFILE
 #define FI_FUSED_PROFILE 0  // experiment knob: 1 sums consumer thread 0's clock64 per phase (fused_topk_profile)
 #endif
@@ -157,21 +154,7 @@ struct SelectSink {
   __device__ void put(int r, int64_t, int64_t pos, float v) {
     if constexpr (FI_FUSED_PUTS != 0) {
       const uint64_t rk = rank_key(v, int32_t(pos));
-#if FI_FUSED_WARP_APPEND
-      // One shared atomic per row and warp: the lanes that pass and share a row take
-      // consecutive slots from their leader's atomic.
-      const bool pass = rk > st.tau[r];
-      const uint32_t passing = __ballot_sync(__activemask(), pass);
-      if (!pass) return;
-      const uint32_t peers = __match_any_sync(passing, r);
-      const int lane = int(threadIdx.x & 31), leader = __ffs(peers) - 1;
-      uint32_t base = 0;
-      if (lane == leader) base = atomicAdd(&st.count[r], uint32_t(__popc(peers)));
-      base = __shfl_sync(peers, base, leader) + uint32_t(__popc(peers & ((1u << lane) - 1)));
-      keys[size_t(r) * cap + base] = rk;
-#else
       if (rk > st.tau[r]) keys[size_t(r) * cap + atomicAdd(&st.count[r], 1u)] = rk;
-#endif
     }
   }
 

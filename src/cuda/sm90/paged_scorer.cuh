@@ -292,7 +292,7 @@ struct PagedScorer {
     __syncthreads();
     if (tid == 0) {
       plan_score_passes<kRows>(sm.rows, c0, c1, sm.passes, &sm.num_passes, &sm.num_tiles);
-      sm.order = sm.num_passes == 1 ? SampleOrder::plan(sm.num_tiles, max_sample) : SampleOrder{};
+      sm.order = sm.num_passes == 1 && kShareTiles ? SampleOrder::plan(sm.num_tiles, max_sample) : SampleOrder{};
     }
     load_queries(a, sm);
     ptx::fence_proxy_async_smem();
@@ -374,7 +374,11 @@ struct PagedScorer {
   }
 
   // ---------------------------------------------------------------- tiles
-  // Tile i of the CTA's sequence (i = sm.order.tile(step)): its pass, and the first
+  // The tile of step i: sampled orders exist only where a tile is shared by both consumer
+  // warpgroups (N = 256: the fused sink's sampled start); other groups stream in order.
+  __device__ static int tile_at(const SampleOrder& order, int i) { return kShareTiles ? order.tile(i) : i; }
+
+  // Tile i of the CTA's sequence (i = tile_at(sm.order, step)): its pass, and the first
   // position it covers.
   __device__ static int pass_of(const Smem& sm, int i) {
     int p = 0;
@@ -390,7 +394,7 @@ struct PagedScorer {
   // validated: the pass's union window touches it); -1 past the last step.
   __device__ static int64_t tile_page(const ScorerArgs& a, const Smem& sm, int j) {
     if (j >= sm.num_tiles) return -1;
-    const int i = sm.order.tile(j);
+    const int i = tile_at(sm.order, j);
     const int p = pass_of(sm, i);
     const PageMap& pm = a.cache.pages;
     const int64_t index = tile_first(sm, p, i) / pm.page_size;
@@ -426,7 +430,7 @@ struct PagedScorer {
     const uint8_t* scales;  // [64] fp32 | [64, 4] UE8M0
   };
   __device__ static TileSource tile_source(const ScorerArgs& a, const Smem& sm, int j, int64_t page) {
-    const int i = sm.order.tile(j);
+    const int i = tile_at(sm.order, j);
     const int64_t ps = a.cache.pages.page_size;
     const int64_t first = tile_first(sm, pass_of(sm, i), i);
     const int64_t token0 = (ps & (ps - 1)) == 0 ? first & (ps - 1) : first % ps;  // 64 and 128: a mask
@@ -848,7 +852,7 @@ struct PagedScorer {
         if (i >= num_tiles) continue;
       }
       const int stage = i % kStages;
-      const int tile = order.tile(i);
+      const int tile = tile_at(order, i);
       // mxfp4: the producer fenced its converted tile before the full barrier.
       ptx::mbar_wait(&sm.full[stage], (i / kStages) & 1);
       if constexpr (!kMx && !kF16 && FI_SCORER_CONSUMER_FENCE != 0) ptx::fence_proxy_async_smem();  // cp.async (generic proxy) bytes -> WGMMA (async proxy)
