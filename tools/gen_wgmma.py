@@ -47,6 +47,22 @@ def preamble(w, about):
         w(line)
 
 
+def register_a_wrappers(w, name, shape_types, trans_b):
+    """template <int N> struct `name` for N in 32, 64, 128: A (four registers) from registers,
+    B from a descriptor; `shape_types` follows m64n{N} in the instruction (k, accumulator and
+    operand types), `trans_b` is appended to the scale immediates (f16: the B transpose)."""
+    w("template <int N>")
+    w(f"struct {name};")
+    w("")
+    for n in (32, 64, 128):
+        regs = n // 2
+        wrapper(w, f"template <>\nstruct {name}<{n}> {{",
+                f"float (&d)[{regs}], const uint32_t (&a)[4], uint64_t desc_b, int scale_d",
+                f"wgmma.mma_async.sync.aligned.m64n{n}{shape_types}",
+                f"{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1{trans_b};\\n}}\\n",
+                '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)', regs, regs + 5)
+
+
 def fp8(w):
     preamble(w, ["wgmma.mma_async m64nNk32 with fp8 operands (both K-major in shared memory,",
                  "described by 64-bit matrix descriptors; or, e5m2 only, A from registers) and fp32",
@@ -70,16 +86,7 @@ def fp8(w):
     w("// The same with A (e5m2) from registers. A fragment of warp w, lane l (g = l / 4,")
     w("// t = l % 4), byte j of each register: a[0] = row 16w+g, k 4t+j; a[1] = row 16w+g+8, k 4t+j;")
     w("// a[2] = row 16w+g, k 16+4t+j; a[3] = row 16w+g+8, k 16+4t+j.")
-    w("template <int N>")
-    w("struct WgmmaE5m2Rs;")
-    w("")
-    for n in (32, 64, 128):
-        regs = n // 2
-        wrapper(w, f"template <>\nstruct WgmmaE5m2Rs<{n}> {{",
-                f"float (&d)[{regs}], const uint32_t (&a)[4], uint64_t desc_b, int scale_d",
-                f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e5m2.e5m2",
-                f"{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1;\\n}}\\n",
-                '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)', regs, regs + 5)
+    register_a_wrappers(w, "WgmmaE5m2Rs", "k32.f32.e5m2.e5m2", "")
     w("}  // namespace flashindexer::sm90")
 
 
@@ -89,16 +96,7 @@ def f16(w):
                  "A fragment of warp w, lane l (g = l / 4, t = l % 4): a[0] = row 16w+g, k 2t..2t+1;",
                  "a[1] = row 16w+g+8, same k; a[2] = row 16w+g, k 8+2t..9+2t; a[3] = row 16w+g+8, same k."])
     w("// acc[N / 2] = (scale_d ? acc : 0) + A[64 x 16] * B[N x 16]^T")
-    w("template <int N>")
-    w("struct WgmmaF16Rs;")
-    w("")
-    for n in (32, 64, 128):
-        regs = n // 2
-        wrapper(w, f"template <>\nstruct WgmmaF16Rs<{n}> {{",
-                f"float (&d)[{regs}], const uint32_t (&a)[4], uint64_t desc_b, int scale_d",
-                f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16",
-                f"{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1, 0;\\n}}\\n",
-                '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)', regs, regs + 5)
+    register_a_wrappers(w, "WgmmaF16Rs", "k16.f32.f16.f16", ", 0")
     w("}  // namespace flashindexer::sm90")
 
 
