@@ -22,10 +22,11 @@
 //   mxfp4: four FP8 WGMMA m64nNk32 steps (A: keys, B: query heads, both K-major with the
 //   128-byte swizzle), each into a zeroed accumulator, the partials added in fp32; a k32
 //   step is one scale block, whose E2M1 products span at most 144x, so each step is exact.
-//   mxfp4 groups of N <= 128 columns (decode, next_n <= 2) take the register-key path
-//   (mma_tile_reg): the consumers convert raw E2M1 into E5M2 A fragments in registers and
-//   scale each block's partial by 2^(e_b - e_max) as they add it; no conversion in shared
-//   memory. Both paths give the same bits wherever the first one's E5M2 values are exact.
+//   mxfp4 groups of N <= 128 columns (decode: next_n <= 2 at H = 64, any at H = 32) take
+//   the register-key path (mma_tile_reg): the consumers convert raw E2M1 into E5M2 A
+//   fragments in registers and scale each block's partial by 2^(e_b - e_max) as they add
+//   it; no conversion in shared memory. Both paths give the same bits wherever the first
+//   one's E5M2 values are exact.
 //   Opt-in ScoreAccuracy::kReduced (both formats): one FP8 chain of four k32 steps;
 //   then per position: sum_h w[h] * relu(acc[h]) in fp32, heads in a fixed order (each
 //   thread's 2 * N / 8 columns in column order, then the 4 lanes of a quad, xor 1 then 2),
@@ -133,7 +134,7 @@ cudaError_t launch_scorer_kernel(void (*kernel)(Params...), size_t smem, cudaStr
 
 inline constexpr int kScorerStages = 8;  // key tiles in the ring (16 raw tiles on the register-key path)
 
-// Register-key path (mxfp4 groups of N <= 128 columns, i.e. decode with next_n <= 2): the
+// Register-key path (mxfp4 groups of N <= 128 columns: decode, next_n <= 2 at H = 64): the
 // producer only copies raw tiles; consumers convert keys into WGMMA A fragments in registers.
 // FI_SCORER_REG_KEYS=0 (experiment knob) sends them through the producer's conversion instead.
 #ifndef FI_SCORER_REG_KEYS
