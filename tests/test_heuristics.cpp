@@ -106,6 +106,11 @@ TEST(Heuristics, DecodeScorerSplitsFewRequestsAcrossTheGpu) {
   const auto b1 = plan_scorer(true, 1, 1, 1, 64, 65536, 132);
   EXPECT_EQ(b1.splits, 65536 / flashindexer::cuda::kScorerMinChunk);  // capped by the minimum chunk
   expect_covering(b1, 65536);
+  using flashindexer::cuda::kScorerMinChunkDense;
+  const auto d1 = plan_scorer(true, 1, 1, 1, 64, 65536, 132, kScorerMinChunkDense);  // dense logits
+  EXPECT_EQ(d1.splits, 65536 / kScorerMinChunkDense);
+  expect_covering(d1, 65536);
+  EXPECT_EQ(plan_scorer(true, 64, 1, 64, 64, 65536, 132, kScorerMinChunkDense).splits, b64.splits);
   const auto n3 = plan_scorer(true, 12, 3, 4, 64, 5000, 132);
   EXPECT_EQ(n3.rows_per_group, 4);  // next_n 3 rounded up
   EXPECT_EQ(n3.group_stride, 3);

@@ -85,7 +85,7 @@ class CudaBackend final : public BackendImpl {
     if (p.cache.pages.page_size % kScorerTile != 0)
       return Status(StatusCode::kUnsupported, "cache.pages.page_size: expected a multiple of 64 on sm_90a, got " +
                                                   std::to_string(p.cache.pages.page_size));
-    const ScorerPlan plan = scorer_plan(p);
+    const ScorerPlan plan = scorer_plan(p, op);
     if (!sm90::dense_logits_instantiated(p.cache.format, p.queries.num_heads, plan.rows_per_group))
       return Status(StatusCode::kUnsupported, "queries.num_heads: expected 32 or 64 on sm_90a, got " +
                                                   std::to_string(p.queries.num_heads));
@@ -118,14 +118,14 @@ class CudaBackend final : public BackendImpl {
     return Status::ok();
   }
   size_t workspace_bytes(const IndexerProblem& p, Operator op, const Launch&) const override {
-    return op == Operator::kFusedTopK ? sm90::fused_topk_workspace_bytes(p, scorer_plan(p)) : 0;
+    return op == Operator::kFusedTopK ? sm90::fused_topk_workspace_bytes(p, scorer_plan(p, op)) : 0;
   }
   size_t workspace_bytes(const TopKProblem& p, const Launch&) const override {
     return plan_topk(p.rows.rows(), p.rows.max_context, p.k, device().num_sms).workspace_bytes;
   }
 
   Status dense_logits(const IndexerProblem& p, const LogitsOutput& out, const Launch& l) const override {
-    const sm90::DenseLogitsArgs args{&p, out, scorer_plan(p)};
+    const sm90::DenseLogitsArgs args{&p, out, scorer_plan(p, Operator::kDenseLogits)};
     return launch_status(sm90::dense_logits(args, static_cast<cudaStream_t>(l.stream)), "dense_logits");
   }
   Status topk_over_logits(const TopKProblem& p, const TopKOutputs& out, const Launch& l) const override {
@@ -135,7 +135,7 @@ class CudaBackend final : public BackendImpl {
     return launch_status(sm90::topk_over_logits(args, static_cast<cudaStream_t>(l.stream)), "topk_over_logits");
   }
   Status fused_topk(const IndexerProblem& p, const TopKOutputs& out, const Launch& l) const override {
-    const sm90::FusedTopKArgs args{&p, out, scorer_plan(p), l.workspace, device().smem_optin};
+    const sm90::FusedTopKArgs args{&p, out, scorer_plan(p, Operator::kFusedTopK), l.workspace, device().smem_optin};
     return launch_status(sm90::fused_topk(args, static_cast<cudaStream_t>(l.stream)), "fused_topk");
   }
 
@@ -153,9 +153,11 @@ class CudaBackend final : public BackendImpl {
   }
 
  private:
-  ScorerPlan scorer_plan(const IndexerProblem& p) const {
+  // Dense logits split decode rows finer than the fused operator (heuristics.h).
+  ScorerPlan scorer_plan(const IndexerProblem& p, Operator op) const {
     return plan_scorer(p.rows.form == RowForm::kDecode, p.rows.rows(), p.rows.next_n, p.rows.num_requests,
-                       p.queries.num_heads, p.rows.max_context, device().num_sms);
+                       p.queries.num_heads, p.rows.max_context, device().num_sms,
+                       op == Operator::kDenseLogits ? kScorerMinChunkDense : kScorerMinChunk);
   }
   const Device& device() const {
     std::call_once(once_, [this] { device_ = discover(); });

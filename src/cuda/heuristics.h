@@ -108,9 +108,12 @@ inline TopKPlan plan_topk(int64_t rows, int64_t max_context, int32_t k, int num_
 // share the key tiles of one request (ragged: R = 256 / H consecutive rows, so that the
 // WGMMA N = R * H = 256; decode: the next_n rows of one request, R = next_n rounded up to
 // a power of two); each group's positions split over CTAs when the groups alone would
-// not fill the GPU twice over, every split at least kScorerMinChunk positions.
+// not fill the GPU twice over, every split at least kScorerMinChunk positions (the fused
+// operator: each split hands K keys to the merge, so short splits make long merges) or
+// kScorerMinChunkDense (dense logits: splits only cost their set-up).
 inline constexpr int64_t kScorerTile = 64;
 inline constexpr int64_t kScorerMinChunk = 2048;
+inline constexpr int64_t kScorerMinChunkDense = 512;
 
 struct ScorerPlan {
   int32_t rows_per_group = 1;  // R (a template parameter of the kernel)
@@ -142,7 +145,7 @@ inline int64_t balanced_splits(int64_t groups, int64_t lo, int64_t hi, int num_s
 }
 
 inline ScorerPlan plan_scorer(bool decode, int64_t rows, int32_t next_n, int32_t num_requests, int32_t heads,
-                              int64_t max_context, int num_sms) {
+                              int64_t max_context, int num_sms, int64_t min_chunk = kScorerMinChunk) {
   ScorerPlan plan;
   if (decode) {
     plan.rows_per_group = next_n <= 1 ? 1 : next_n <= 2 ? 2 : 4;
@@ -159,7 +162,7 @@ inline ScorerPlan plan_scorer(bool decode, int64_t rows, int32_t next_n, int32_t
   // The splits of any max_context are at most this (the width cap only lowers them).
   plan.max_splits = int32_t(std::clamp<int64_t>(balanced_splits(plan.groups, by_groups, 1 << 16, num_sms), 1, 1 << 16));
   if (max_context <= 0) return plan;
-  const int64_t by_width = std::max<int64_t>(1, max_context / kScorerMinChunk);
+  const int64_t by_width = std::max<int64_t>(1, max_context / std::max<int64_t>(min_chunk, kScorerTile));
   const int64_t splits =
       std::clamp<int64_t>(std::min(balanced_splits(plan.groups, by_groups, by_width, num_sms), by_width), 1, 1 << 16);
   const int64_t per = (max_context + splits - 1) / splits;
