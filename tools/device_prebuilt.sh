@@ -8,7 +8,7 @@
 #   tools/pack_prebuilt.sh build/release build/variant_x      # -> .prebuilt/bins.tar.xz
 #   device run, carry [".prebuilt"]
 #   usage: [TESTS=gtest-filter|none] [TESTS_<name>=filter|none] [SHARDS=4] [SANITIZE=0]
-#          [TOPK_POINTS="..."] [POINTS="..."] [TORCH=1]
+#          [TOPK_POINTS="..."] [POINTS="..."] [BENCH_ARGS=--full] [TORCH=1]
 #          tools/device_prebuilt.sh [name=build/dir ...]     (default: release=build/release)
 # Per variant: the tests (filter TESTS_<name>, else TESTS, else 'Gpu*': the GPU label) when
 # dir/tests/flashindexer_tests was carried, in SHARDS gtest shards run side by side on the GPU;
@@ -73,7 +73,8 @@ for v in "${variants[@]}"; do
     timeout 60 "$cli" bench-topk --json --only "$pt" >> "/tmp/bench_$name.jsonl" 2>> "$OUT/prebuilt.err" || rc=1
   done
   for pt in $points; do
-    timeout 100 "$cli" bench --json --only "$pt" >> "/tmp/bench_$name.jsonl" 2>> "$OUT/prebuilt.err" || rc=1
+    # shellcheck disable=SC2086  # BENCH_ARGS: extra words, e.g. --full for the decode sweep's points
+    timeout 100 "$cli" bench --json ${BENCH_ARGS:-} --only "$pt" >> "/tmp/bench_$name.jsonl" 2>> "$OUT/prebuilt.err" || rc=1
   done
   sed "s/^{/{\"variant\":\"$name\",/" "/tmp/bench_$name.jsonl" >> "$OUT/prebuilt.jsonl"
   cat /tmp/torch.jsonl >> "/tmp/bench_$name.jsonl"
