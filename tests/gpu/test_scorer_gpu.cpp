@@ -137,6 +137,14 @@ TEST(GpuScorer, RegisterKeyPathMatchesOracleOnEveryGenerator) {
       expect_matches_oracle(make(d), "mxfp4 decode next_n=" + std::to_string(next_n) + " H=" +
                                          std::to_string(d.num_heads) + " " + to_string(g));
     }
+  // Pages of 128 tokens (a tile starts at token 0 or 64 of its page) at a padded stride.
+  SyntheticSpec d = spec(CacheFormat::kMxfp4, Generator::kStructured, 0, 3, 2600, 99);
+  d.form = RowForm::kDecode;
+  d.next_n = 2;
+  d.page_size = 128;
+  d.page_stride = page_payload_bytes(CacheFormat::kMxfp4, 128) + 208;
+  d.weight_type = WeightType::kBF16;
+  expect_matches_oracle(make(d), "mxfp4 decode page 128, padded stride, bf16");
 }
 
 TEST(GpuScorer, ShapesAndLayouts) {
