@@ -17,16 +17,17 @@ TEST(Heuristics, ManyRowsUseOneCtaPerRowAndNoWorkspace) {
   EXPECT_EQ(plan_topk(264, 65536, 2048, 132).path, TopKPath::kRows);  // 2 CTAs per SM already
 }
 
+// (In rank order: by position, these rows take kStaged, tested below.)
 TEST(Heuristics, AFewLongRowsTakeTheGridSelectWithBoundedWorkspace) {
   using flashindexer::cuda::kTopKMinChunk;
-  const auto b8 = plan_topk(8, 262144, 2048, 132);
+  const auto b8 = plan_topk(8, 262144, 2048, 132, true);
   EXPECT_EQ(b8.path, TopKPath::kGrid);
   EXPECT_EQ(b8.ctas_per_row, 4 * 132 / 8);  // about 4 CTAs per SM
-  EXPECT_EQ(plan_topk(4, 65536, 2048, 132).ctas_per_row, 65536 / kTopKMinChunk);
+  EXPECT_EQ(plan_topk(4, 65536, 2048, 132, true).ctas_per_row, 65536 / kTopKMinChunk);
   // Two 4096-bin histograms and a 32-byte state per row (zeroed), then K + 4096 keys.
   EXPECT_EQ(flashindexer::cuda::topk_zeroed_bytes(8), size_t(8) * (2 * 4096 * 4 + 32));
   EXPECT_EQ(b8.workspace_bytes, size_t(8) * (2 * 4096 * 4 + 32) + size_t(8) * (2048 + 4096) * 8);
-  const auto b1 = plan_topk(1, 262144, 2048, 132);
+  const auto b1 = plan_topk(1, 262144, 2048, 132, true);
   EXPECT_EQ(b1.path, TopKPath::kGrid);
   EXPECT_EQ(b1.ctas_per_row, 262144 / kTopKMinChunk);  // every chunk >= 2048 positions
   // The workspace does not depend on the context; the chunk count is capped.
@@ -42,9 +43,10 @@ TEST(Heuristics, MoreRowsOfModestWidthTakeOneCtaPerRow) {
     EXPECT_EQ(plan.path, TopKPath::kRows) << rows;
     EXPECT_EQ(plan.workspace_bytes, 0u) << rows;
   }
-  // Up to SMs / 2 such rows: two CTAs per row, one per SM, no workspace.
+  // Up to SMs / 2 such rows: two CTAs per row, one per SM, no workspace (in rank order;
+  // by position the rows below 34 take kStaged).
   for (int64_t rows : {5, 9, 64, 66}) {
-    const auto plan = plan_topk(rows, kTopKRowsMaxWidth, 2048, 132);
+    const auto plan = plan_topk(rows, kTopKRowsMaxWidth, 2048, 132, rows < 34);
     EXPECT_EQ(plan.path, TopKPath::kPair) << rows;
     EXPECT_EQ(plan.ctas_per_row, 2) << rows;
     EXPECT_LE(plan.ctas_per_row * rows, 132) << rows;
@@ -52,10 +54,33 @@ TEST(Heuristics, MoreRowsOfModestWidthTakeOneCtaPerRow) {
   }
   EXPECT_EQ(plan_topk(64, kTopKRowsMaxWidth, 2048, 114).path, TopKPath::kRows);  // an H100 PCIe
   EXPECT_EQ(plan_topk(64, flashindexer::cuda::kTopKPairMinWidth - 1, 2048, 132).path, TopKPath::kRows);
-  EXPECT_EQ(plan_topk(4, 65536, 2048, 132).path, TopKPath::kGrid);
-  EXPECT_EQ(plan_topk(8, 65536, 2048, 132).path, TopKPath::kPair);  // 5 .. 8 rows too
+  EXPECT_EQ(plan_topk(4, 65536, 2048, 132, true).path, TopKPath::kGrid);
+  EXPECT_EQ(plan_topk(8, 65536, 2048, 132, true).path, TopKPath::kPair);  // 5 .. 8 rows too
   EXPECT_EQ(plan_topk(8, 20000, 2048, 132).path, TopKPath::kGrid);
   EXPECT_EQ(plan_topk(64, kTopKRowsMaxWidth + 1, 2048, 132).path, TopKPath::kSplit);
+}
+
+// Rows in position order that C = 2, 4 or 8 CTAs per row (rows x C <= SMs) cover in chunks
+// of at most 32,768 positions: a cluster per row, no workspace.
+TEST(Heuristics, FewRowsByPositionTakeStagedClusters) {
+  using flashindexer::cuda::kTopKStagedMaxChunk;
+  struct Case {
+    int64_t rows, width;
+    int ctas;  // 0: not kStaged
+  };
+  for (const Case c : {Case{64, 65536, 2}, Case{66, 65536, 2}, Case{64, 65537, 0}, Case{67, 65536, 0},
+                       Case{33, 131072, 4}, Case{17, 40000, 4}, Case{16, 262144, 8}, Case{1, 262144, 8},
+                       Case{1, 262145, 0}, Case{17, 262144, 0}, Case{8, 32768, 8}, Case{8, 32767, 0}}) {
+    const auto plan = plan_topk(c.rows, c.width, 2048, 132);
+    EXPECT_EQ(plan.path == TopKPath::kStaged ? plan.ctas_per_row : 0, c.ctas) << c.rows << " x " << c.width;
+    if (c.ctas == 0) continue;
+    EXPECT_LE(c.rows * c.ctas, 132);
+    EXPECT_LE(c.width, c.ctas * kTopKStagedMaxChunk);
+    EXPECT_EQ(plan.workspace_bytes, 0u);
+    EXPECT_NE(plan_topk(c.rows, c.width, 2048, 132, true).path, TopKPath::kStaged) << "rank order needs a sort";
+  }
+  EXPECT_EQ(plan_topk(64, 65536, 2048, 114).path, TopKPath::kRows);  // an H100 PCIe: 128 CTAs > 114 SMs
+  EXPECT_EQ(plan_topk(64, 65537, 2048, 132).path, TopKPath::kPair);
 }
 
 TEST(Heuristics, MoreRowsOfWideRowsAreSplitWithBoundedWorkspace) {

@@ -10,7 +10,13 @@ namespace flashindexer::cuda {
 
 inline constexpr int32_t kTopKMaxK = 2048;      // largest K of the sm_90a selectors
 
-// TopK over logits, four ways (topk_over_logits.cu):
+// TopK over logits, five ways (topk_over_logits.cu):
+// - kStaged: rows in position order that a cluster of C = 2, 4 or 8 CTAs per row (the most
+//   with rows x C <= SMs, one CTA per SM) covers in chunks of at most kTopKStagedMaxChunk
+//   positions, from kTopKStagedMinWidth on: each CTA stages its chunk in shared memory
+//   with bulk copies while the row's sampled guess is taken, writes the chunk's candidates
+//   in position order, and CTA 0 selects the K-th of them all; every CTA writes its own
+//   survivors. No workspace. Rank order takes the paths below (it needs a sort).
 // - kRows: one CTA per row, when the rows alone fill the GPU twice over, or when there
 //   are more than SMs / 2 rows of at most kTopKRowsMaxWidth positions.
 // - kPair: more than kTopKPairMinRows and at most SMs / 2 rows of kTopKPairMinWidth to
@@ -33,7 +39,14 @@ inline constexpr int32_t kTopKMaxK = 2048;      // largest K of the sm_90a selec
 // 128 x 131,072 split 112 vs rows 72; 4 x 262,144 grid 55 vs rows 113 (one CTA per SM reads
 // a wide row slowly). Rows wider than 131,072 between 9 and 2 x SMs rows were not measured
 // against kRows.
-enum class TopKPath { kRows, kPair, kSplit, kGrid };
+enum class TopKPath { kRows, kPair, kSplit, kGrid, kStaged };
+// Experiment knob (host code: set it in CMAKE_CXX_FLAGS): 0 leaves kStaged out.
+#ifndef FI_TOPK_STAGED
+#define FI_TOPK_STAGED 1
+#endif
+inline constexpr int64_t kTopKStagedMaxChunk = 32768;  // positions per CTA: 128 KiB of fp32
+inline constexpr int64_t kTopKStagedMinWidth = 32768;
+inline constexpr int kTopKStagedMaxCluster = 8;        // the portable cluster size
 // Experiment knob (host code: set it in CMAKE_CXX_FLAGS): the largest row count for kGrid.
 #ifndef FI_TOPK_GRID_MAX_ROWS
 #define FI_TOPK_GRID_MAX_ROWS 8
@@ -70,11 +83,24 @@ inline size_t topk_zeroed_bytes(int64_t rows) {
   return size_t(rows) * (2 * kTopKBins * 4 + kTopKRowStateBytes);
 }
 
-inline TopKPlan plan_topk(int64_t rows, int64_t max_context, int32_t k, int num_sms) {
+// kStaged's cluster size for these rows (0: not kStaged).
+inline int staged_cluster(int64_t rows, int64_t max_context, int num_sms) {
+  if (!FI_TOPK_STAGED || rows <= 0 || max_context < kTopKStagedMinWidth) return 0;
+  int c = kTopKStagedMaxCluster;
+  while (c >= 2 && rows * c > int64_t(num_sms)) c /= 2;
+  return c >= 2 && max_context <= c * kTopKStagedMaxChunk ? c : 0;
+}
+
+inline TopKPlan plan_topk(int64_t rows, int64_t max_context, int32_t k, int num_sms, bool by_rank = false) {
   TopKPlan plan;
   const int64_t target_ctas = 2 * int64_t(std::max(num_sms, 1));
   const int64_t rows_from = FI_TOPK_ROWS_FROM > 0 ? FI_TOPK_ROWS_FROM : target_ctas;
   if (rows <= 0 || rows >= rows_from) return plan;
+  if (const int c = by_rank ? 0 : staged_cluster(rows, max_context, num_sms); c > 0) {
+    plan.path = TopKPath::kStaged;
+    plan.ctas_per_row = c;
+    return plan;
+  }
   if (rows > kTopKPairMinRows && 2 * rows <= int64_t(std::max(num_sms, 1)) && max_context >= kTopKPairMinWidth &&
       max_context <= kTopKRowsMaxWidth) {
     plan.path = TopKPath::kPair;

@@ -177,12 +177,30 @@ void expect_matches_on_every_dist(int64_t rows, int64_t width, std::initializer_
     }
 }
 
-// Decode-shaped rows: 5 .. SMs / 2 rows of 32,768 .. 131,072 positions (the pair kernel: two
-// CTAs per row), K at both ends.
+// Decode-shaped rows: 5 .. SMs / 2 rows of 32,768 .. 131,072 positions (by rank the pair
+// kernel, two CTAs per row; by position kStaged, a cluster of 2 .. 8 CTAs), K at both ends.
 TEST(GpuTopK, MatchesCpuOnDecodeShapedRows) {
   SKIP_WITHOUT_GPU();
   expect_matches_on_every_dist(64, 65536, {512, 2048}, 31);
   expect_matches_on_every_dist(8, 40000, {2048}, 37);
+}
+
+// kStaged (rows in position order over a cluster of C CTAs, chunks staged in shared memory):
+// C = 8 (1 and 2 rows of 262,144: unaligned start and end in row 1) and C = 4 (20 rows of
+// 131,072) on every distribution, K at both ends; and a plateau at the top of one chunk,
+// more candidates than that CTA holds, so CTA 0 streams the row alone.
+TEST(GpuTopK, MatchesCpuOnStagedClusterRows) {
+  SKIP_WITHOUT_GPU();
+  for (Dist dist : kDists)
+    for (int32_t k : {512, 2048})
+      for (int64_t rows : {int64_t(1), int64_t(2), int64_t(20)}) {
+        const LogitsCase c = rows_case(dist, rows, rows == 20 ? 131072 : 262144, k, 53 + uint32_t(k + rows));
+        expect_gpu_matches_cpu(c, "dist " + std::to_string(int(dist)) + " k " + std::to_string(k) + " rows " +
+                                      std::to_string(rows));
+      }
+  LogitsCase c = rows_case(Dist::kGaussian, 1, 262144, 2048, 59);
+  for (int64_t s = 262144 - 20000; s < 262144; ++s) c.logits[size_t(s)] = 5.0f;
+  expect_gpu_matches_cpu(c, "a plateau of 20,000 keys at the top of the last chunk");
 }
 
 // Rows between the grid-wide select and one CTA per row, wider than the rows path takes
@@ -237,7 +255,7 @@ TEST(GpuTopK, PositionOrderOnBothSidesOfTheBitmapLimit) {
 
 TEST(GpuTopK, DecodeRowsSlotsAndRowStatus) {
   SKIP_WITHOUT_GPU();
-  // 16 requests of 40,000 positions take the pair kernel, the others one CTA per row.
+  // 16 requests of 40,000 positions take kStaged (C = 4), the others one CTA per row.
   for (int64_t requests : {int64_t(2), int64_t(16), int64_t(64), int64_t(300)}) {
     LogitsCase c;
     c.form = RowForm::kDecode;
@@ -291,8 +309,8 @@ TEST(GpuTopK, DenseLogitsOfEveryGenerator) {
   }
 }
 
-// Small cases of every path (whole rows, the grid-wide select, split rows + merge) for
-// compute-sanitizer.
+// Small cases of every path (whole rows, the grid-wide select, split rows + merge, kStaged)
+// for compute-sanitizer.
 TEST(GpuTopK, SanitizerSmallCases) {
   SKIP_WITHOUT_GPU();
   LogitsCase whole = rows_case(Dist::kSpecials, 270, 3000, 512, 1);
@@ -305,7 +323,8 @@ TEST(GpuTopK, SanitizerSmallCases) {
   grid.order = OutputOrder::kRank;
   expect_gpu_matches_cpu(grid, "grid-wide select");
   expect_gpu_matches_cpu(rows_case(Dist::kOffset, 10, 140000, 2048, 3), "split rows");
-  expect_gpu_matches_cpu(rows_case(Dist::kZeroPlateau, 10, 33000, 2048, 4), "few whole rows");
+  expect_gpu_matches_cpu(rows_case(Dist::kZeroPlateau, 10, 33000, 2048, 4), "few whole rows (kStaged)");
+  expect_gpu_matches_cpu(rows_case(Dist::kGaussian, 3, 40000, 1024, 5), "kStaged, guessed");
 }
 
 // Spikes exactly where the selector samples its threshold guess: the guess is far
@@ -325,7 +344,7 @@ TEST(GpuTopK, SampledGuessFallsBackExactly) {
 
 TEST(GpuTopK, TwentyRerunsBitIdentical) {
   SKIP_WITHOUT_GPU();
-  for (int64_t rows : {int64_t(2), int64_t(20), int64_t(400)}) {  // grid, pair, rows kernels
+  for (int64_t rows : {int64_t(2), int64_t(20), int64_t(400)}) {  // kStaged (C = 8, 4), rows kernel
     const LogitsCase c = rows_case(Dist::kZeroPlateau, rows, 40000, 2048, 3);
     DeviceCase d(c);
     ASSERT_TRUE(d.run().is_ok());
@@ -346,7 +365,7 @@ TEST(GpuTopK, TwentyRerunsBitIdentical) {
 TEST(GpuTopK, GraphReplayWithMutatedWindows) {
   SKIP_WITHOUT_GPU();
   for (int64_t rows : {int64_t(3), int64_t(20), int64_t(300)}) {
-    LogitsCase c = rows_case(Dist::kGaussian, rows, rows == 20 ? 40000 : 30000, 1024, 17);  // 20: the pair kernel
+    LogitsCase c = rows_case(Dist::kGaussian, rows, rows == 20 ? 40000 : 30000, 1024, 17);  // 20: kStaged
     DeviceCase d(c);
     cudaStream_t stream;
     GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

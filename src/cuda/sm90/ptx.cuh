@@ -28,6 +28,28 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       : "memory");
 }
 
+// Makes this thread's mbarrier.init visible to the async proxy (bulk copies that
+// complete transactions on the barrier) and to the cluster.
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+// Arrives on `bar` (count 1) and raises the bytes its current phase waits for.
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+
+// ---- bulk copy (TMA engine, no tensor map): global -> this CTA's shared memory ----
+// `bytes` a multiple of 16, both addresses 16-byte aligned; completes `bytes` transactions
+// on `bar` when the data has landed.
+__device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+
 // Orders this thread's generic-proxy shared-memory writes before later async-proxy
 // reads (WGMMA operands written with st.shared).
 __device__ __forceinline__ void fence_proxy_async_smem() {

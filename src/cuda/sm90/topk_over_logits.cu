@@ -8,7 +8,11 @@
 //   thread), tiles in a permuted order, a verified sampled threshold, a warp vote of the raw
 //   order bits against a rising threshold, rank keys only for the warps with candidates,
 //   per-warp candidate slots, exact compaction in shared memory.
-// Fewer rows (heuristics.h plan_topk): kPair (5 .. SMs / 2 rows of 32,768 .. 131,072
+// Fewer rows (heuristics.h plan_topk): kStaged (rows by position that a cluster of 2, 4 or 8
+//   CTAs covers in chunks of <= 32,768 positions): topk_staged_kernel; each CTA bulk-copies
+//   its chunk into shared memory, keeps the scores at or above the row's sampled guess in
+//   position order, CTA 0 selects the K-th of all of them, each CTA writes its survivors.
+//   kPair (5 .. SMs / 2 rows of 32,768 .. 131,072
 //   positions): topk_pair_kernel, a cluster of two CTAs per row, each on its own SM and
 //   streaming half the row with the same guess; CTA 0 takes CTA 1's keys through
 //   distributed shared memory and finishes. kSplit: each row's chunks keep their exact
@@ -17,11 +21,13 @@
 //   grid-wide radix select of grid_radix_select.cuh narrows each row to the keys above a
 //   24-bit threshold prefix and the keys at it, over many CTAs per row; grid_finish_kernel
 //   then selects among those with the same BlockSelector.
-// Grid: x = rows (2 x rows for the pair kernel; y = splits for topk_split_kernel).
+// Grid: x = rows (C x rows for kStaged, 2 x rows for the pair kernel; y = splits for
+//   topk_split_kernel).
 // Threads: 512, no specialisation; the grid select's finish 1024 (one CTA per row, at most
 //   8 rows: H200 1 x 262,144 33.0 -> 29.4 us graph-timed, docs/perf.md session 9).
 // Shared memory: sizeof(BlockSelectStorage<threads>) (dynamic): ~88 KiB at 512 threads (two
-//   CTAs per SM), ~152 KiB at 1024; the pair kernel asks for 116 KiB (one CTA per SM).
+//   CTAs per SM), ~152 KiB at 1024; the pair kernel asks for 116 KiB (one CTA per SM);
+//   kStaged ~88 KiB + its chunk (up to 128 KiB, one CTA per SM).
 #include <cooperative_groups.h>
 
 #include <atomic>
@@ -168,13 +174,20 @@ __device__ bool stream_logits(BlockSelector<kThreads>& sel, const float* row_ptr
 // The sampled threshold guess for logits[s0, s1) (BlockSelector::guess), when one is taken:
 // it targets ~2K survivors from the (2K * 2048 / L)-th best of 2048 evenly spaced samples,
 // and is taken only when that rank is >= 8 (a stable estimate). Returns whether it was.
+// The sample rank of the guess for a window of len positions, 0 when none is taken.
+template <int kThreads = kBlock>
+__device__ int64_t guess_rank(int64_t len, int32_t k) {
+  const int64_t rank = len > 0 ? 2 * int64_t(k) * BlockSelector<kThreads>::kTile / len : 0;
+  return len >= 8192 && rank >= 8 ? rank : 0;
+}
+
 template <int kThreads, class Clock>
 __device__ bool sampled_guess(BlockSelector<kThreads>& sel, const float* row_ptr, int64_t s0, int64_t s1, int32_t k,
                               Clock& clock, long long& t) {
   constexpr int kTile = BlockSelector<kThreads>::kTile;
   const int64_t len = s1 - s0;
-  const int64_t rank = len > 0 ? 2 * int64_t(k) * kTile / len : 0;
-  const bool guessed = len >= 8192 && rank >= 8;
+  const int64_t rank = guess_rank<kThreads>(len, k);
+  const bool guessed = rank > 0;
   if (guessed) {
     uint64_t sample[4];
 #pragma unroll
@@ -348,6 +361,256 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kBlock, 1)
   finish_row(a, sel, row, w, nan, clock, t);
 }
 
+// kStaged (heuristics.h): a cluster of C CTAs per row, one per SM; CTA r takes the r-th
+// of C equal runs of the row's aligned float4 (CTA 0 also the unaligned head, CTA C - 1
+// the tail). Steps, per CTA:
+//  1. Each warp bulk-copies its part of the chunk (whole multiples of 32 float4) into shared
+//     memory, on its own mbarrier, while the CTA checks the row and takes the row's sampled
+//     guess tau (the same samples, so the same tau, in every CTA).
+//  2. From shared memory, two passes: count the scores >= tau's score (a float compare, a
+//     superset of the rank keys above tau), then write their rank keys in position order
+//     (warp w's after warps < w: one scan over the warps' counts).
+//  3. CTA 0 gathers every CTA's candidates through distributed shared memory and, when they
+//     are at least K (the guess held: the row's top K is among them), selects the K-th;
+//     it sends each CTA the K-th and the output index of its first survivor.
+//  4. Each CTA writes its own survivors (keys >= the K-th) in position order.
+// Otherwise (no guess, a failed guess or a full buffer) CTA 0 streams the row alone, as the
+// rows kernel does. Exact either way; no workspace. Shared memory: the selector's storage
+// (the candidates; the guess) + the stage, up to 128 KiB.
+struct StagedShared {
+  uint64_t bar[kBlock / 32];          // each warp's bulk-copy barrier
+  uint32_t warp_count[kBlock / 32];   // candidates per warp
+  uint32_t cta_count[cuda::kTopKStagedMaxCluster];  // CTA 0: candidates per CTA
+  uint32_t survivors[cuda::kTopKStagedMaxCluster];  // CTA 0: survivors per CTA
+  uint64_t kth;       // from CTA 0: the K-th key of the row
+  uint32_t offset;    // from CTA 0: output index of this CTA's first survivor
+  uint32_t selected;  // from CTA 0: 1 = kth and offset hold, 0 = CTA 0 streams the row alone
+  uint32_t count;     // this CTA's candidates (head, warps, tail)
+  uint32_t nan;       // a NaN among this CTA's scores
+  uint32_t edge;      // candidates among the head or tail scalars
+};
+
+constexpr size_t kStagedStageOffset = (sizeof(RowSelector::Storage) + 127) / 128 * 128;
+constexpr size_t kStagedMaxSmem = kStagedStageOffset + size_t(cuda::kTopKStagedMaxChunk) * 4;
+
+// Dynamic shared memory of the kStaged kernel for rows of at most max_context positions.
+size_t staged_smem(int64_t max_context, int ctas) {
+  const int64_t vecs = (max_context / 4 + ctas - 1) / ctas;
+  return kStagedStageOffset + size_t(vecs) * 16;
+}
+
+__global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a) {
+  namespace cg = cooperative_groups;
+  constexpr int kWarps = kBlock / 32;
+  extern __shared__ __align__(128) uint8_t smem[];
+  auto& st = *reinterpret_cast<RowSelector::Storage*>(smem);
+  float4* stage = reinterpret_cast<float4*>(smem + kStagedStageOffset);
+  __shared__ StagedShared ss;
+  __shared__ uint32_t scratch;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const uint32_t rank = cluster.block_rank(), ctas = cluster.num_blocks();
+  const int64_t row = blockIdx.x / ctas;
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  TopKClock clock;
+  long long t = clock.now();
+  const float* row_ptr = a.logits + row * a.logits_row_stride;
+
+  // 1. The window as resolved (the page checks below can only empty it) and this CTA's
+  // float4, each warp's a run of whole multiples of 32 (the last may be shorter).
+  const RowWindow w0 = resolve_window(a.rows, row);
+  const AlignedSpan span(row_ptr, w0.start, w0.end);
+  const int64_t per = (span.nvec + ctas - 1) / ctas;
+  const int64_t v0 = min(int64_t(rank) * per, span.nvec), v1 = min(v0 + per, span.nvec);
+  const int32_t nv = int32_t(v1 - v0);
+  const int32_t wper = ((nv + kWarps - 1) / kWarps + 31) / 32 * 32;
+  const int32_t wv0 = min(warp * wper, nv), wv1 = min(wv0 + wper, nv);
+  const int64_t first = w0.start + span.head;  // position of float4 0 of the span
+  const float4* vec = reinterpret_cast<const float4*>(row_ptr + first);
+  const bool staging = w0.status == 0 && guess_rank(w0.length(), a.k) > 0 && wv1 > wv0;
+  if (lane == 0 && staging) {
+    ptx::mbar_init(&ss.bar[warp], 1);
+    ptx::fence_mbarrier_init();
+    ptx::mbar_arrive_expect_tx(&ss.bar[warp], uint32_t(wv1 - wv0) * 16u);
+    ptx::bulk_copy_g2s(stage + wv0, vec + v0 + wv0, uint32_t(wv1 - wv0) * 16u, &ss.bar[warp]);
+  }
+  __syncwarp();
+  RowSelector sel(st, a.k);
+  const RowWindow w = check_row<kBlock>(a, row, &scratch);
+  clock.lap(kTopKProfileCheck, t);
+  const bool guessed = w.length() > 0 && sampled_guess(sel, row_ptr, w.start, w.end, a.k, clock, t);
+  const uint64_t tau = st.tau;
+  // Uniform over the cluster: every CTA resolved, checked and sampled the same row.
+  const bool staged = guessed && uint32_t(tau >> 32) != 0u;  // (a guess at the NaN level streams)
+  if (staging) ptx::mbar_wait(&ss.bar[warp], 0);
+
+  // 2. The candidates: scores >= tau's score, in position order.
+  if (staged) {
+    const float f_tau = key_to_float(uint32_t(tau >> 32));
+    const bool head_cta = rank == 0, tail_cta = rank == ctas - 1;
+    bool nan = false;
+    uint32_t mine = 0;
+    for (int32_t i = wv0 + lane; i < wv1; i += 32) {
+      const float4 v = stage[i];
+      mine += uint32_t(v.x >= f_tau) + uint32_t(v.y >= f_tau) + uint32_t(v.z >= f_tau) + uint32_t(v.w >= f_tau);
+      nan |= isnan(v.x) || isnan(v.y) || isnan(v.z) || isnan(v.w);
+    }
+    const uint32_t in_warp = __reduce_add_sync(0xffffffffu, mine);
+    if (lane == 0) ss.warp_count[warp] = in_warp;
+    // The head (CTA 0) and tail (CTA C - 1) scalars: thread 0 takes them, in order.
+    int64_t edge_pos[6];
+    int edges = 0;
+    if (threadIdx.x == 0) {
+      if (head_cta)
+        for (int64_t j = 0; j < span.head; ++j) edge_pos[edges++] = w.start + j;
+      if (tail_cta)
+        for (int64_t j = 0; j < span.tail; ++j) edge_pos[edges++] = first + span.nvec * 4 + j;
+    }
+    uint64_t edge_key[6];
+    uint32_t head_count = 0, edge_count = 0;
+    for (int j = 0; j < edges; ++j) {
+      const float f = row_ptr[edge_pos[j]];
+      nan |= isnan(f);
+      edge_key[j] = f >= f_tau ? rank_key(f, int32_t(edge_pos[j])) : 0ull;
+      edge_count += edge_key[j] != 0ull;
+      head_count += edge_key[j] != 0ull && edge_pos[j] < first;
+    }
+    if (threadIdx.x == 0) ss.edge = (head_count << 16) | edge_count;
+    nan = __syncthreads_or(nan);  // also: warp_count and edge are published
+    head_count = ss.edge >> 16;
+    uint32_t base = head_count, total = ss.edge & 0xFFFFu;
+    for (int q = 0; q < kWarps; ++q) {
+      base += q < warp ? ss.warp_count[q] : 0u;
+      total += ss.warp_count[q];
+    }
+    if (total <= uint32_t(RowSelector::kCap)) {
+      uint64_t* cand = st.cand;
+      const uint32_t lower = (1u << lane) - 1u;
+      for (int32_t i0 = wv0; i0 < wv1; i0 += 32) {
+        const int32_t i = i0 + lane;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        bool p[4] = {false, false, false, false};
+        if (i < wv1) {
+          v = stage[i];
+          p[0] = v.x >= f_tau;
+          p[1] = v.y >= f_tau;
+          p[2] = v.z >= f_tau;
+          p[3] = v.w >= f_tau;
+        }
+        uint32_t b[4], at = base, step = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          b[j] = __ballot_sync(0xffffffffu, p[j]);
+          at += __popc(b[j] & lower);
+          step += __popc(b[j]);
+        }
+        const float f[4] = {v.x, v.y, v.z, v.w};
+        const int32_t pos = int32_t(first + (v0 + i) * 4);
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (p[j]) cand[at++] = rank_key(f[j], pos + j);
+        base += step;
+      }
+      if (threadIdx.x == 0) {  // head keys first, tail keys last
+        uint32_t h = 0, tl = total - (edge_count - head_count);
+        for (int j = 0; j < edges; ++j)
+          if (edge_key[j] != 0ull) cand[edge_pos[j] < first ? h++ : tl++] = edge_key[j];
+      }
+    }
+    if (threadIdx.x == 0) {
+      ss.count = total;
+      ss.nan = nan ? 1u : 0u;
+    }
+  }
+  clock.lap(kTopKProfileSelect, t);
+  cluster.sync();  // every CTA's candidates, count and NaN flag are published
+
+  // 3. CTA 0: the K-th of all candidates, each CTA's first output index.
+  if (rank == 0) {
+    if (threadIdx.x < ctas) {
+      const StagedShared* r = cluster.map_shared_rank(&ss, threadIdx.x);
+      ss.cta_count[threadIdx.x] = staged ? r->count : 0u;
+      ss.survivors[threadIdx.x] = 0;
+      if (staged && r->nan) ss.nan = 1u;
+    }
+    __syncthreads();
+    uint32_t n = 0;
+    bool fits = true;
+    for (uint32_t q = 0; q < ctas; ++q) {
+      fits &= ss.cta_count[q] <= uint32_t(RowSelector::kCap);
+      n += ss.cta_count[q];
+    }
+    const bool selected = staged && fits && n <= uint32_t(RowSelector::kCap) && n >= uint32_t(a.k);
+    if (selected) {
+      uint32_t at = ss.cta_count[0];
+      for (uint32_t q = 1; q < ctas; ++q) {
+        const uint64_t* remote = cluster.map_shared_rank(st.cand, q);
+        for (uint32_t i = threadIdx.x; i < ss.cta_count[q]; i += kBlock) st.cand[at + i] = remote[i];
+        at += ss.cta_count[q];
+      }
+      __syncthreads();
+      clock.lap(kTopKProfileWait, t);
+      const uint64_t kth = RowSelector::Select::kth(st.select, st.cand, n, uint32_t(a.k), int(threadIdx.x));
+      clock.lap(kTopKProfileReduce, t);
+      // Survivors per CTA: the gathered keys are CTA 0's, then CTA 1's, ...
+      for (uint32_t i0 = 0; i0 < n; i0 += kBlock) {
+        const uint32_t i = i0 + threadIdx.x;
+        const bool keep = i < n && st.cand[i] >= kth;
+        uint32_t q = 0, lo = 0;
+        while (q + 1 < ctas && i >= lo + ss.cta_count[q]) lo += ss.cta_count[q++];
+        for (uint32_t c = 0; c < ctas; ++c) {
+          const uint32_t m = __ballot_sync(0xffffffffu, keep && q == c);
+          if (lane == 0 && m != 0u) atomicAdd(&ss.survivors[c], uint32_t(__popc(m)));
+        }
+      }
+      __syncthreads();
+      if (threadIdx.x < ctas) {
+        uint32_t before = 0;
+        for (uint32_t q = 0; q < threadIdx.x; ++q) before += ss.survivors[q];
+        StagedShared* r = cluster.map_shared_rank(&ss, threadIdx.x);
+        r->kth = kth;
+        r->offset = before;
+        r->selected = 1u;
+      }
+    } else if (threadIdx.x < ctas) {
+      cluster.map_shared_rank(&ss, threadIdx.x)->selected = 0u;
+    }
+  }
+  cluster.sync();  // kth, offset and selected are in every CTA; no remote access after this
+
+  // 4. Each CTA's survivors, in position order.
+  if (ss.selected != 0u) {
+    const uint32_t n = ss.count;
+    const uint64_t kth = ss.kth;
+    const uint32_t each = (n + kBlock - 1) / kBlock;
+    const uint32_t i0 = min(threadIdx.x * each, n), i1 = min(i0 + each, n);
+    uint32_t keep = 0;
+    for (uint32_t i = i0; i < i1; ++i) keep += st.cand[i] >= kth;
+    uint32_t at = ss.offset + RowSelector::Select::exclusive_sum(st.select, int(threadIdx.x), keep);
+    const TopKOutputs& o = a.out;
+    for (uint32_t i = i0; i < i1; ++i) {
+      const uint64_t key = st.cand[i];
+      if (key < kth) continue;
+      const int32_t pos = rank_key_position(key);
+      o.positions[row * o.positions_row_stride + at] = pos;
+      if (o.slots) o.slots[row * o.slots_row_stride + at] = int32_t(physical_slot(a.pages, w.request, pos));
+      if (o.scores) o.scores[row * o.scores_row_stride + at] = rank_key_score(key);
+      ++at;
+    }
+    if (rank == 0 && threadIdx.x == 0) {
+      if (o.counts) o.counts[row] = a.k;
+      if (o.status) o.status[row] = w.status | (ss.nan != 0u ? row_status::kHasNaN : 0u);
+    }
+    clock.lap(kTopKProfileWrite, t);
+    clock.flush(rank == 0 && threadIdx.x == 0, topk_profile_sums());
+    return;
+  }
+  if (rank != 0) return;
+  sel.reset();
+  const bool nan = w.length() > 0 && stream_logits(sel, row_ptr, w.start, w.end);
+  clock.lap(kTopKProfileSelect, t);
+  finish_row(a, sel, row, w, nan, clock, t);
+}
+
 // kSplit: one chunk of a row, its exact local top K (unsorted) to the workspace.
 __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_split_kernel(const TopKArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
@@ -447,6 +710,7 @@ cudaError_t configure_kernels() {
   const std::pair<const void*, size_t> kernels[] = {
       {reinterpret_cast<const void*>(topk_rows_kernel), sizeof(RowSelector::Storage)},
       {reinterpret_cast<const void*>(topk_pair_kernel), kPairSmem},
+      {reinterpret_cast<const void*>(topk_staged_kernel), kStagedMaxSmem},
       {reinterpret_cast<const void*>(topk_split_kernel), sizeof(RowSelector::Storage)},
       {reinterpret_cast<const void*>(grid_finish_kernel), sizeof(FinishSelector::Storage)},
       {reinterpret_cast<const void*>(topk_merge_kernel), sizeof(RowSelector::Storage)}};
@@ -488,6 +752,21 @@ cudaError_t topk_over_logits(const TopKArgs& a, cudaStream_t stream) {
   const size_t smem = sizeof(RowSelector::Storage);
   cudaError_t e = configure_kernels();
   if (e != cudaSuccess) return e;
+  if (a.path == cuda::TopKPath::kStaged) {
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = unsigned(a.splits);
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(unsigned(rows * a.splits));
+    cfg.blockDim = dim3(unsigned(kBlock));
+    cfg.dynamicSmemBytes = staged_smem(a.rows.max_context, a.splits);
+    cfg.stream = stream;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, topk_staged_kernel, a);
+  }
   if (a.path == cuda::TopKPath::kPair) {
     topk_pair_kernel<<<dim3(unsigned(2 * rows), 1), kBlock, kPairSmem, stream>>>(a);
     return cudaGetLastError();
