@@ -149,7 +149,7 @@ int bench_topk(const BenchOptions& opt) {
         BENCH_CHECK(cudaDeviceSynchronize());
         if (run_status.is_ok() && sm90::topk_profile(prof, true) && prof[sm90::kTopKProfileCtas] > 0) {
           const double ctas = double(prof[sm90::kTopKProfileCtas]);
-          const char* names[] = {"ctas", "check", "wait", "sample", "select", "reduce", "order", "write"};
+          const char* names[] = {"ctas", "check", "wait", "sample", "select", "reduce", "order", "write", "sync"};
           static_assert(sizeof(names) / sizeof(names[0]) == sm90::kTopKProfileSlots);
           nlohmann::json per_cta = {{"ctas", ctas}};
           for (int i = 1; i < sm90::kTopKProfileSlots; ++i) per_cta[std::string(names[i]) + "_cycles"] = prof[i] / ctas;

@@ -60,27 +60,35 @@ TEST(Heuristics, MoreRowsOfModestWidthTakeOneCtaPerRow) {
   EXPECT_EQ(plan_topk(64, kTopKRowsMaxWidth + 1, 2048, 132).path, TopKPath::kSplit);
 }
 
-// Rows in position order that C = 2, 4 or 8 CTAs per row (rows x C <= SMs) cover in chunks
-// of at most 32,768 positions: a cluster per row, no workspace.
+// Rows in position order that C = 2, 4 or 8 CTAs per row cover in chunks of at most 32,768
+// positions, with every row's cluster on the GPU at once (the H200 holds 66, 30 and 15
+// clusters of 2, 4 and 8 such CTAs): a cluster per row, no workspace.
 TEST(Heuristics, FewRowsByPositionTakeStagedClusters) {
+  using flashindexer::cuda::ClusterCapacity;
   using flashindexer::cuda::kTopKStagedMaxChunk;
+  const ClusterCapacity h200{66, 30, 15};
   struct Case {
     int64_t rows, width;
     int ctas;  // 0: not kStaged
   };
   for (const Case c : {Case{64, 65536, 2}, Case{66, 65536, 2}, Case{64, 65537, 0}, Case{67, 65536, 0},
-                       Case{33, 131072, 4}, Case{17, 40000, 4}, Case{16, 262144, 8}, Case{1, 262144, 8},
-                       Case{1, 262145, 0}, Case{17, 262144, 0}, Case{8, 32768, 8}, Case{8, 32767, 0}}) {
-    const auto plan = plan_topk(c.rows, c.width, 2048, 132);
+                       Case{30, 131072, 4}, Case{31, 131072, 0}, Case{32, 65536, 2}, Case{17, 40000, 4},
+                       Case{15, 262144, 8}, Case{16, 262144, 0}, Case{16, 131072, 4}, Case{1, 262144, 8},
+                       Case{1, 262145, 0}, Case{8, 32768, 8}, Case{8, 32767, 0}}) {
+    const auto plan = plan_topk(c.rows, c.width, 2048, 132, false, h200);
     EXPECT_EQ(plan.path == TopKPath::kStaged ? plan.ctas_per_row : 0, c.ctas) << c.rows << " x " << c.width;
     if (c.ctas == 0) continue;
-    EXPECT_LE(c.rows * c.ctas, 132);
+    EXPECT_LE(c.rows, h200.at(c.ctas, 132));
     EXPECT_LE(c.width, c.ctas * kTopKStagedMaxChunk);
     EXPECT_EQ(plan.workspace_bytes, 0u);
-    EXPECT_NE(plan_topk(c.rows, c.width, 2048, 132, true).path, TopKPath::kStaged) << "rank order needs a sort";
+    EXPECT_NE(plan_topk(c.rows, c.width, 2048, 132, true, h200).path, TopKPath::kStaged) << "rank order: a sort";
   }
+  // Without a count from the runtime: SMs / C clusters; a negative count: none of that size.
+  EXPECT_EQ(plan_topk(33, 131072, 2048, 132).ctas_per_row, 4);
+  EXPECT_NE(plan_topk(1, 262144, 2048, 132, false, ClusterCapacity{66, 30, -1}).path, TopKPath::kStaged);
+  EXPECT_EQ(plan_topk(1, 131072, 2048, 132, false, ClusterCapacity{66, 30, -1}).ctas_per_row, 4);
   EXPECT_EQ(plan_topk(64, 65536, 2048, 114).path, TopKPath::kRows);  // an H100 PCIe: 128 CTAs > 114 SMs
-  EXPECT_EQ(plan_topk(64, 65537, 2048, 132).path, TopKPath::kPair);
+  EXPECT_EQ(plan_topk(64, 65537, 2048, 132, false, h200).path, TopKPath::kPair);
 }
 
 TEST(Heuristics, MoreRowsOfWideRowsAreSplitWithBoundedWorkspace) {

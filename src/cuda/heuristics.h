@@ -12,7 +12,7 @@ inline constexpr int32_t kTopKMaxK = 2048;      // largest K of the sm_90a selec
 
 // TopK over logits, five ways (topk_over_logits.cu):
 // - kStaged: rows in position order that a cluster of C = 2, 4 or 8 CTAs per row (the most
-//   with rows x C <= SMs, one CTA per SM) covers in chunks of at most kTopKStagedMaxChunk
+//   whose clusters all fit at once, one CTA per SM) covers in chunks of at most kTopKStagedMaxChunk
 //   positions, from kTopKStagedMinWidth on: each CTA stages its chunk in shared memory
 //   with bulk copies while the row's sampled guess is taken, writes the chunk's candidates
 //   in position order, and CTA 0 selects the K-th of them all; every CTA writes its own
@@ -83,20 +83,33 @@ inline size_t topk_zeroed_bytes(int64_t rows) {
   return size_t(rows) * (2 * kTopKBins * 4 + kTopKRowStateBytes);
 }
 
-// kStaged's cluster size for these rows (0: not kStaged).
-inline int staged_cluster(int64_t rows, int64_t max_context, int num_sms) {
+// Clusters of 2, 4 and 8 one-SM CTAs that the GPU holds at once: clusters stay inside a
+// GPC, so fewer than SMs / C (H200, 132 SMs: 66, 30, 15; the backend asks the runtime).
+// 0 stands for SMs / C, a negative count for none.
+struct ClusterCapacity {
+  int of2 = 0, of4 = 0, of8 = 0;
+  int at(int c, int num_sms) const {
+    const int v = c == 2 ? of2 : c == 4 ? of4 : of8;
+    return v > 0 ? v : v == 0 ? num_sms / c : 0;
+  }
+};
+
+// kStaged's cluster size for these rows (0: not kStaged): the most CTAs per row whose
+// clusters all run at once.
+inline int staged_cluster(int64_t rows, int64_t max_context, int num_sms, const ClusterCapacity& cap) {
   if (!FI_TOPK_STAGED || rows <= 0 || max_context < kTopKStagedMinWidth) return 0;
   int c = kTopKStagedMaxCluster;
-  while (c >= 2 && rows * c > int64_t(num_sms)) c /= 2;
+  while (c >= 2 && rows > int64_t(cap.at(c, num_sms))) c /= 2;
   return c >= 2 && max_context <= c * kTopKStagedMaxChunk ? c : 0;
 }
 
-inline TopKPlan plan_topk(int64_t rows, int64_t max_context, int32_t k, int num_sms, bool by_rank = false) {
+inline TopKPlan plan_topk(int64_t rows, int64_t max_context, int32_t k, int num_sms, bool by_rank = false,
+                          const ClusterCapacity& clusters = {}) {
   TopKPlan plan;
   const int64_t target_ctas = 2 * int64_t(std::max(num_sms, 1));
   const int64_t rows_from = FI_TOPK_ROWS_FROM > 0 ? FI_TOPK_ROWS_FROM : target_ctas;
   if (rows <= 0 || rows >= rows_from) return plan;
-  if (const int c = by_rank ? 0 : staged_cluster(rows, max_context, num_sms); c > 0) {
+  if (const int c = by_rank ? 0 : staged_cluster(rows, max_context, num_sms, clusters); c > 0) {
     plan.path = TopKPath::kStaged;
     plan.ctas_per_row = c;
     return plan;

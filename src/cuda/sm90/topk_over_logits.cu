@@ -75,10 +75,9 @@ __device__ int32_t gcd(int32_t a, int32_t b) {
   return a;
 }
 
-// Window, request and page-table checks; page entries are checked by all threads.
+// The page-table checks of a resolved window; page entries are checked by all threads.
 template <int kThreads>
-__device__ RowWindow check_row(const TopKArgs& a, int64_t row, uint32_t* scratch) {
-  RowWindow w = resolve_window(a.rows, row);
+__device__ RowWindow check_pages(const TopKArgs& a, RowWindow w, uint32_t* scratch) {
   if (threadIdx.x == 0) *scratch = 0;
   __syncthreads();
   if (w.status == 0) {
@@ -95,6 +94,12 @@ __device__ RowWindow check_row(const TopKArgs& a, int64_t row, uint32_t* scratch
     w.start = w.end = 0;
   }
   return w;
+}
+
+// Window, request and page-table checks.
+template <int kThreads>
+__device__ RowWindow check_row(const TopKArgs& a, int64_t row, uint32_t* scratch) {
+  return check_pages<kThreads>(a, resolve_window(a.rows, row), scratch);
 }
 
 // Tiles of kThreads float4 visited in a permuted order (position p of the visit is tile
@@ -390,6 +395,8 @@ struct StagedShared {
   uint32_t edge;      // candidates among the head or tail scalars
 };
 
+constexpr int kStagedIters = int(cuda::kTopKStagedMaxChunk / 4 / kBlock);  // float4 per lane, at most
+static_assert(kStagedIters * 4 <= 64, "one 64-bit pass mask per lane");
 constexpr size_t kStagedStageOffset = (sizeof(RowSelector::Storage) + 127) / 128 * 128;
 constexpr size_t kStagedMaxSmem = kStagedStageOffset + size_t(cuda::kTopKStagedMaxChunk) * 4;
 
@@ -426,7 +433,17 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
   const int32_t wv0 = min(warp * wper, nv), wv1 = min(wv0 + wper, nv);
   const int64_t first = w0.start + span.head;  // position of float4 0 of the span
   const float4* vec = reinterpret_cast<const float4*>(row_ptr + first);
-  const bool staging = w0.status == 0 && guess_rank(w0.length(), a.k) > 0 && wv1 > wv0;
+  // The guess's samples are loaded first, ahead of the bulk copies' traffic.
+  const int64_t sample_rank = w0.status == 0 ? guess_rank(w0.length(), a.k) : 0;
+  float sample[4];
+  int64_t sample_pos[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    sample_pos[j] = w0.start + (int64_t(threadIdx.x) * 4 + j) * w0.length() / RowSelector::kTile;
+    if (sample_rank > 0) sample[j] = row_ptr[sample_pos[j]];
+  }
+  const bool fits = per <= int64_t(kStagedIters) * 32 * kWarps;  // (the plan's chunks always do)
+  const bool staging = sample_rank > 0 && fits && wv1 > wv0;
   if (lane == 0 && staging) {
     ptx::mbar_init(&ss.bar[warp], 1);
     ptx::fence_mbarrier_init();
@@ -435,9 +452,21 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
   }
   __syncwarp();
   RowSelector sel(st, a.k);
-  const RowWindow w = check_row<kBlock>(a, row, &scratch);
+  const RowWindow w = check_pages<kBlock>(a, w0, &scratch);
   clock.lap(kTopKProfileCheck, t);
-  const bool guessed = w.length() > 0 && sampled_guess(sel, row_ptr, w.start, w.end, a.k, clock, t);
+  // The same guess as sampled_guess() takes (w is w0 unless a page check emptied it).
+  const bool guessed = w.length() > 0 && sample_rank > 0 && fits;
+  if (guessed) {
+    uint64_t keys[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) keys[j] = rank_key(sample[j], int32_t(sample_pos[j]));
+    if constexpr (TopKClock::kEnabled) {  // the sample's loads timed apart
+      __syncthreads_or(keys[0] == 0 && keys[1] == 0 && keys[2] == 0 && keys[3] == 0);
+      clock.lap(kTopKProfileWait, t);
+    }
+    sel.guess(keys, uint32_t(sample_rank));
+  }
+  clock.lap(kTopKProfileSample, t);
   const uint64_t tau = st.tau;
   // Uniform over the cluster: every CTA resolved, checked and sampled the same row.
   const bool staged = guessed && uint32_t(tau >> 32) != 0u;  // (a guess at the NaN level streams)
@@ -447,14 +476,28 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
   if (staged) {
     const float f_tau = key_to_float(uint32_t(tau >> 32));
     const bool head_cta = rank == 0, tail_cta = rank == ctas - 1;
+    // Pass 1: bit 4 it + j of `pass` is component j of the lane's float4 of iteration it
+    // (float4 wv0 + 32 it + lane; at most kStagedIters iterations), loads four at a time.
     bool nan = false;
-    uint32_t mine = 0;
-    for (int32_t i = wv0 + lane; i < wv1; i += 32) {
-      const float4 v = stage[i];
-      mine += uint32_t(v.x >= f_tau) + uint32_t(v.y >= f_tau) + uint32_t(v.z >= f_tau) + uint32_t(v.w >= f_tau);
-      nan |= isnan(v.x) || isnan(v.y) || isnan(v.z) || isnan(v.w);
+    uint64_t pass = 0;
+#pragma unroll
+    for (int it0 = 0; it0 < kStagedIters; it0 += 4) {
+      if (wv0 + it0 * 32 >= wv1) break;  // warp-uniform
+      float4 v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int32_t i = wv0 + (it0 + u) * 32 + lane;
+        v[u] = i < wv1 ? stage[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const uint32_t b = uint32_t(v[u].x >= f_tau) | uint32_t(v[u].y >= f_tau) << 1 |
+                           uint32_t(v[u].z >= f_tau) << 2 | uint32_t(v[u].w >= f_tau) << 3;
+        pass |= uint64_t(b) << (4 * (it0 + u));
+        nan |= isnan(v[u].x) || isnan(v[u].y) || isnan(v[u].z) || isnan(v[u].w);
+      }
     }
-    const uint32_t in_warp = __reduce_add_sync(0xffffffffu, mine);
+    const uint32_t in_warp = __reduce_add_sync(0xffffffffu, uint32_t(__popcll(pass)));
     if (lane == 0) ss.warp_count[warp] = in_warp;
     // The head (CTA 0) and tail (CTA C - 1) scalars: thread 0 takes them, in order.
     int64_t edge_pos[6];
@@ -482,33 +525,32 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
       base += q < warp ? ss.warp_count[q] : 0u;
       total += ss.warp_count[q];
     }
+    // Pass 2: the rank keys of the passing scores, in position order (iteration, lane,
+    // component); only lanes with one read their float4 again.
     if (total <= uint32_t(RowSelector::kCap)) {
       uint64_t* cand = st.cand;
       const uint32_t lower = (1u << lane) - 1u;
-      for (int32_t i0 = wv0; i0 < wv1; i0 += 32) {
-        const int32_t i = i0 + lane;
-        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-        bool p[4] = {false, false, false, false};
-        if (i < wv1) {
-          v = stage[i];
-          p[0] = v.x >= f_tau;
-          p[1] = v.y >= f_tau;
-          p[2] = v.z >= f_tau;
-          p[3] = v.w >= f_tau;
-        }
-        uint32_t b[4], at = base, step = 0;
+#pragma unroll
+      for (int it = 0; it < kStagedIters; ++it) {
+        if (wv0 + it * 32 >= wv1) break;  // warp-uniform
+        const uint32_t m = uint32_t(pass >> (4 * it)) & 0xFu;
+        if (__ballot_sync(0xffffffffu, m != 0u) == 0u) continue;
+        uint32_t at = base;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          b[j] = __ballot_sync(0xffffffffu, p[j]);
-          at += __popc(b[j] & lower);
-          step += __popc(b[j]);
+          const uint32_t b = __ballot_sync(0xffffffffu, (m >> j) & 1u);
+          at += __popc(b & lower);
+          base += __popc(b);
         }
-        const float f[4] = {v.x, v.y, v.z, v.w};
-        const int32_t pos = int32_t(first + (v0 + i) * 4);
+        if (m != 0u) {
+          const int32_t i = wv0 + it * 32 + lane;
+          const float4 v = stage[i];
+          const float f[4] = {v.x, v.y, v.z, v.w};
+          const int32_t pos = int32_t(first + (v0 + i) * 4);
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-          if (p[j]) cand[at++] = rank_key(f[j], pos + j);
-        base += step;
+          for (int j = 0; j < 4; ++j)
+            if ((m >> j) & 1u) cand[at++] = rank_key(f[j], pos + j);
+        }
       }
       if (threadIdx.x == 0) {  // head keys first, tail keys last
         uint32_t h = 0, tl = total - (edge_count - head_count);
@@ -523,6 +565,7 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
   }
   clock.lap(kTopKProfileSelect, t);
   cluster.sync();  // every CTA's candidates, count and NaN flag are published
+  clock.lap(kTopKProfileSync, t);
 
   // 3. CTA 0: the K-th of all candidates, each CTA's first output index.
   if (rank == 0) {
@@ -548,7 +591,7 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
         at += ss.cta_count[q];
       }
       __syncthreads();
-      clock.lap(kTopKProfileWait, t);
+      clock.lap(kTopKProfileOrder, t);  // (kStaged: the gather)
       const uint64_t kth = RowSelector::Select::kth(st.select, st.cand, n, uint32_t(a.k), int(threadIdx.x));
       clock.lap(kTopKProfileReduce, t);
       // Survivors per CTA: the gathered keys are CTA 0's, then CTA 1's, ...
@@ -575,7 +618,9 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
       cluster.map_shared_rank(&ss, threadIdx.x)->selected = 0u;
     }
   }
+  clock.lap(kTopKProfileWrite, t);
   cluster.sync();  // kth, offset and selected are in every CTA; no remote access after this
+  clock.lap(kTopKProfileSync, t);
 
   // 4. Each CTA's survivors, in position order.
   if (ss.selected != 0u) {
@@ -792,6 +837,27 @@ cudaError_t topk_over_logits(const TopKArgs& a, cudaStream_t stream) {
   if (e = launch_dependent(grid_collect_kernel, grid, kGridThreads, 0, stream, a); e != cudaSuccess) return e;
   return launch_dependent(grid_finish_kernel, dim3(unsigned(rows)), kFinishThreads, sizeof(FinishSelector::Storage),
                           stream, a);
+}
+
+int staged_cluster_capacity(int ctas) {
+  if (configure_kernels() != cudaSuccess) return 0;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = unsigned(ctas);
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(ctas));
+  cfg.blockDim = dim3(unsigned(kBlock));
+  cfg.dynamicSmemBytes = kStagedMaxSmem;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, topk_staged_kernel, &cfg) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return clusters;
 }
 
 bool topk_profile(unsigned long long (&out)[kTopKProfileSlots], bool reset) {

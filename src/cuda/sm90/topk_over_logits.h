@@ -44,6 +44,10 @@ struct SplitCandidates {
 // dependents; kSplit: two launches; all graph-capturable); returns the launch error, if any.
 cudaError_t topk_over_logits(const TopKArgs& args, cudaStream_t stream);
 
+// Clusters of `ctas` kStaged CTAs (one per SM) that the current device holds at once
+// (cudaOccupancyMaxActiveClusters; H200: 66, 30, 15 for 2, 4, 8); 0 on error.
+int staged_cluster_capacity(int ctas);
+
 // Builds with -DFI_TOPK_PROFILE=1 (an experiment knob): per-phase sums of thread 0's clock64
 // in the one-CTA-per-row kernel, the pair kernel's CTA 0 and the grid select's finish
 // (whichever ran), over every CTA since the last reset. out[kTopKProfileCtas] counts the CTAs.
@@ -55,8 +59,9 @@ enum TopKProfile : int {
   kTopKProfileSample,  // rows and pair: the sampled threshold guess's select
   kTopKProfileSelect,  // rows, pair: the stream (and any fallback); grid finish: ties and selected keys
   kTopKProfileReduce,  // the last compaction to K keys (rows: the stream's)
-  kTopKProfileOrder,   // ascending position (bitmap) or rank (sort)
-  kTopKProfileWrite,   // the output writes
+  kTopKProfileOrder,   // ascending position (bitmap) or rank (sort); kStaged: CTA 0's gather
+  kTopKProfileWrite,   // the output writes (kStaged: also the survivor counts)
+  kTopKProfileSync,    // kStaged: the two cluster barriers
   kTopKProfileSlots
 };
 // Copies the counters (and zeroes them with reset); false in builds without the knob.
