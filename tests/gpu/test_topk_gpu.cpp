@@ -325,6 +325,9 @@ TEST(GpuTopK, SanitizerSmallCases) {
   expect_gpu_matches_cpu(rows_case(Dist::kOffset, 10, 140000, 2048, 3), "split rows");
   expect_gpu_matches_cpu(rows_case(Dist::kZeroPlateau, 10, 33000, 2048, 4), "few whole rows (kStaged)");
   expect_gpu_matches_cpu(rows_case(Dist::kGaussian, 3, 40000, 1024, 5), "kStaged, guessed");
+  LogitsCase below_zero = rows_case(Dist::kGaussian, 3, 40001, 1024, 6);  // tau < 0, partial warp runs
+  for (float& v : below_zero.logits) v -= 100.0f;
+  expect_gpu_matches_cpu(below_zero, "kStaged, scores below 0");
 }
 
 // Spikes exactly where the selector samples its threshold guess: the guess is far

@@ -460,10 +460,6 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
     uint64_t keys[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) keys[j] = rank_key(sample[j], int32_t(sample_pos[j]));
-    if constexpr (TopKClock::kEnabled) {  // the sample's loads timed apart
-      __syncthreads_or(keys[0] == 0 && keys[1] == 0 && keys[2] == 0 && keys[3] == 0);
-      clock.lap(kTopKProfileWait, t);
-    }
     sel.guess(keys, uint32_t(sample_rank));
   }
   clock.lap(kTopKProfileSample, t);
@@ -471,6 +467,10 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
   // Uniform over the cluster: every CTA resolved, checked and sampled the same row.
   const bool staged = guessed && uint32_t(tau >> 32) != 0u;  // (a guess at the NaN level streams)
   if (staging) ptx::mbar_wait(&ss.bar[warp], 0);
+  if constexpr (TopKClock::kEnabled) {  // the bulk copies' wait timed apart (in the wait slot)
+    __syncthreads();
+    clock.lap(kTopKProfileWait, t);
+  }
 
   // 2. The candidates: scores >= tau's score, in position order.
   if (staged) {
@@ -484,16 +484,17 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
     for (int it0 = 0; it0 < kStagedIters; it0 += 4) {
       if (wv0 + it0 * 32 >= wv1) break;  // warp-uniform
       float4 v[4];
+      bool in[4];
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
-        const int32_t i = wv0 + (it0 + u) * 32 + lane;
-        v[u] = i < wv1 ? stage[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+        in[u] = wv0 + (it0 + u) * 32 + lane < wv1;
+        v[u] = in[u] ? stage[wv0 + (it0 + u) * 32 + lane] : make_float4(0.f, 0.f, 0.f, 0.f);
       }
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < 4; ++u) {  // (an absent float4 passes nothing, whatever tau's score)
         const uint32_t b = uint32_t(v[u].x >= f_tau) | uint32_t(v[u].y >= f_tau) << 1 |
                            uint32_t(v[u].z >= f_tau) << 2 | uint32_t(v[u].w >= f_tau) << 3;
-        pass |= uint64_t(b) << (4 * (it0 + u));
+        pass |= uint64_t(in[u] ? b : 0u) << (4 * (it0 + u));
         nan |= isnan(v[u].x) || isnan(v[u].y) || isnan(v[u].z) || isnan(v[u].w);
       }
     }

@@ -55,7 +55,8 @@ enum TopKProfile : int {
   kTopKProfileCtas,
   kTopKProfileCheck,   // row checks (window, page table)
   kTopKProfileWait,    // grid finish: waiting for the collect (programmatic dependent launch);
-                       // rows and pair: the sample's loads; pair: also the merge of CTA 1's keys
+                       // rows and pair: the sample's loads; pair: also the merge of CTA 1's keys;
+                       // kStaged: the bulk copies, after the guess
   kTopKProfileSample,  // rows and pair: the sampled threshold guess's select
   kTopKProfileSelect,  // rows, pair: the stream (and any fallback); grid finish: ties and selected keys
   kTopKProfileReduce,  // the last compaction to K keys (rows: the stream's)
