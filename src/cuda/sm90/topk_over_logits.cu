@@ -476,27 +476,23 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
   if (staged) {
     const float f_tau = key_to_float(uint32_t(tau >> 32));
     const bool head_cta = rank == 0, tail_cta = rank == ctas - 1;
-    // Pass 1: bit 4 it + j of `pass` is component j of the lane's float4 of iteration it
-    // (float4 wv0 + 32 it + lane; at most kStagedIters iterations), loads four at a time.
+    // Pass 1: lane l owns float4 [l0, l1) of its warp's run (lane_n = wper / 32 of them, in
+    // position order), visited rotated by the lane (16-byte reads without bank conflicts
+    // for lane_n = 8 or 16); bit 4 it + j of `pass`: component j of float4 l0 + it passes.
+    const int32_t lane_n = wper / 32;  // <= kStagedIters
+    const int32_t l0 = min(wv0 + lane * lane_n, wv1), l1 = min(l0 + lane_n, wv1);
+    const int32_t rot = lane_n > 0 ? lane % lane_n : 0;
     bool nan = false;
     uint64_t pass = 0;
-#pragma unroll
-    for (int it0 = 0; it0 < kStagedIters; it0 += 4) {
-      if (wv0 + it0 * 32 >= wv1) break;  // warp-uniform
-      float4 v[4];
-      bool in[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        in[u] = wv0 + (it0 + u) * 32 + lane < wv1;
-        v[u] = in[u] ? stage[wv0 + (it0 + u) * 32 + lane] : make_float4(0.f, 0.f, 0.f, 0.f);
-      }
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {  // (an absent float4 passes nothing, whatever tau's score)
-        const uint32_t b = uint32_t(v[u].x >= f_tau) | uint32_t(v[u].y >= f_tau) << 1 |
-                           uint32_t(v[u].z >= f_tau) << 2 | uint32_t(v[u].w >= f_tau) << 3;
-        pass |= uint64_t(in[u] ? b : 0u) << (4 * (it0 + u));
-        nan |= isnan(v[u].x) || isnan(v[u].y) || isnan(v[u].z) || isnan(v[u].w);
-      }
+#pragma unroll 1
+    for (int32_t step = 0; step < lane_n; ++step) {
+      const int32_t it = step + rot < lane_n ? step + rot : step + rot - lane_n;
+      if (l0 + it >= l1) continue;
+      const float4 v = stage[l0 + it];
+      const uint32_t b = uint32_t(v.x >= f_tau) | uint32_t(v.y >= f_tau) << 1 | uint32_t(v.z >= f_tau) << 2 |
+                         uint32_t(v.w >= f_tau) << 3;
+      pass |= uint64_t(b) << (4 * it);
+      nan |= isnan(v.x) | isnan(v.y) | isnan(v.z) | isnan(v.w);
     }
     const uint32_t in_warp = __reduce_add_sync(0xffffffffu, uint32_t(__popcll(pass)));
     if (lane == 0) ss.warp_count[warp] = in_warp;
@@ -526,32 +522,24 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
       base += q < warp ? ss.warp_count[q] : 0u;
       total += ss.warp_count[q];
     }
-    // Pass 2: the rank keys of the passing scores, in position order (iteration, lane,
-    // component); only lanes with one read their float4 again.
+    // Pass 2: the rank keys of the passing scores, in position order (lane, float4,
+    // component): each lane after the lanes below it (one warp scan).
     if (total <= uint32_t(RowSelector::kCap)) {
       uint64_t* cand = st.cand;
-      const uint32_t lower = (1u << lane) - 1u;
+      const float* stage_f = reinterpret_cast<const float*>(stage);
+      const uint32_t mine = uint32_t(__popcll(pass));
+      uint32_t incl = mine;
 #pragma unroll
-      for (int it = 0; it < kStagedIters; ++it) {
-        if (wv0 + it * 32 >= wv1) break;  // warp-uniform
-        const uint32_t m = uint32_t(pass >> (4 * it)) & 0xFu;
-        if (__ballot_sync(0xffffffffu, m != 0u) == 0u) continue;
-        uint32_t at = base;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const uint32_t b = __ballot_sync(0xffffffffu, (m >> j) & 1u);
-          at += __popc(b & lower);
-          base += __popc(b);
-        }
-        if (m != 0u) {
-          const int32_t i = wv0 + it * 32 + lane;
-          const float4 v = stage[i];
-          const float f[4] = {v.x, v.y, v.z, v.w};
-          const int32_t pos = int32_t(first + (v0 + i) * 4);
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-            if ((m >> j) & 1u) cand[at++] = rank_key(f[j], pos + j);
-        }
+      for (int o = 1; o < 32; o <<= 1) {
+        const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += u;
+      }
+      uint32_t at = base + incl - mine;
+      const int32_t pos0 = int32_t(first + (v0 + l0) * 4);
+#pragma unroll 1
+      for (uint64_t m = pass; m != 0; m &= m - 1) {
+        const int bit = __ffsll(static_cast<long long>(m)) - 1;
+        cand[at++] = rank_key(stage_f[int64_t(l0) * 4 + bit], pos0 + bit);
       }
       if (threadIdx.x == 0) {  // head keys first, tail keys last
         uint32_t h = 0, tl = total - (edge_count - head_count);
