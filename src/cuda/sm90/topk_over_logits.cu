@@ -372,13 +372,13 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kBlock, 1)
 //  1. Each warp bulk-copies its part of the chunk (whole multiples of 32 float4) into shared
 //     memory, on its own mbarrier, while the CTA checks the row and takes the row's sampled
 //     guess tau (the same samples, so the same tau, in every CTA).
-//  2. From shared memory, two passes: count the scores >= tau's score (a float compare, a
-//     superset of the rank keys above tau), then write their rank keys in position order
-//     (warp w's after warps < w: one scan over the warps' counts).
-//  3. CTA 0 gathers every CTA's candidates through distributed shared memory and, when they
-//     are at least K (the guess held: the row's top K is among them), selects the K-th;
-//     it sends each CTA the K-th and the output index of its first survivor.
-//  4. Each CTA writes its own survivors (keys >= the K-th) in position order.
+//  2. From shared memory, two passes: mark the scores >= tau's score (a float compare: every
+//     score of the row above tau's, and ties), then write their rank keys in position order
+//     (each lane owns a run of float4; a scan over the warps' counts, one over the lanes').
+//  3. CTA 0 gathers every CTA's candidates through distributed shared memory. When they are
+//     at least K, the row's top K is among them (every score left out is below all of them).
+//  4. CTA 0 selects the K-th and writes the keys at or above it, in gathered order, which is
+//     position order.
 // Otherwise (no guess, a failed guess or a full buffer) CTA 0 streams the row alone, as the
 // rows kernel does. Exact either way; no workspace. Shared memory: the selector's storage
 // (the candidates; the guess) + the stage, up to 128 KiB.
@@ -386,10 +386,6 @@ struct StagedShared {
   uint64_t bar[kBlock / 32];          // each warp's bulk-copy barrier
   uint32_t warp_count[kBlock / 32];   // candidates per warp
   uint32_t cta_count[cuda::kTopKStagedMaxCluster];  // CTA 0: candidates per CTA
-  uint32_t survivors[cuda::kTopKStagedMaxCluster];  // CTA 0: survivors per CTA
-  uint64_t kth;       // from CTA 0: the K-th key of the row
-  uint32_t offset;    // from CTA 0: output index of this CTA's first survivor
-  uint32_t selected;  // from CTA 0: 1 = kth and offset hold, 0 = CTA 0 streams the row alone
   uint32_t count;     // this CTA's candidates (head, warps, tail)
   uint32_t nan;       // a NaN among this CTA's scores
   uint32_t edge;      // candidates among the head or tail scalars
@@ -433,37 +429,48 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
   const int32_t wv0 = min(warp * wper, nv), wv1 = min(wv0 + wper, nv);
   const int64_t first = w0.start + span.head;  // position of float4 0 of the span
   const float4* vec = reinterpret_cast<const float4*>(row_ptr + first);
-  // The guess's samples are loaded first, ahead of the bulk copies' traffic.
+  // The guess's samples are loaded ahead of the bulk copies' traffic, except by the lanes
+  // that issue the copies (the release fence after mbarrier.init would wait for them).
   const int64_t sample_rank = w0.status == 0 ? guess_rank(w0.length(), a.k) : 0;
   float sample[4];
   int64_t sample_pos[4];
+  auto load_samples = [&] {
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    sample_pos[j] = w0.start + (int64_t(threadIdx.x) * 4 + j) * w0.length() / RowSelector::kTile;
-    if (sample_rank > 0) sample[j] = row_ptr[sample_pos[j]];
-  }
+    for (int j = 0; j < 4; ++j) {
+      sample_pos[j] = w0.start + (int64_t(threadIdx.x) * 4 + j) * w0.length() / RowSelector::kTile;
+      if (sample_rank > 0) sample[j] = row_ptr[sample_pos[j]];
+    }
+  };
+  if (lane != 0) load_samples();
   const bool fits = per <= int64_t(kStagedIters) * 32 * kWarps;  // (the plan's chunks always do)
   const bool staging = sample_rank > 0 && fits && wv1 > wv0;
-  if (lane == 0 && staging) {
-    ptx::mbar_init(&ss.bar[warp], 1);
-    ptx::fence_mbarrier_init();
-    ptx::mbar_arrive_expect_tx(&ss.bar[warp], uint32_t(wv1 - wv0) * 16u);
-    ptx::bulk_copy_g2s(stage + wv0, vec + v0 + wv0, uint32_t(wv1 - wv0) * 16u, &ss.bar[warp]);
+  if (lane == 0) {
+    if (staging) {
+      ptx::mbar_init(&ss.bar[warp], 1);
+      ptx::fence_mbarrier_init();
+      ptx::mbar_arrive_expect_tx(&ss.bar[warp], uint32_t(wv1 - wv0) * 16u);
+      ptx::bulk_copy_g2s(stage + wv0, vec + v0 + wv0, uint32_t(wv1 - wv0) * 16u, &ss.bar[warp]);
+    }
+    load_samples();
   }
   __syncwarp();
   RowSelector sel(st, a.k);
   const RowWindow w = check_pages<kBlock>(a, w0, &scratch);
   clock.lap(kTopKProfileCheck, t);
-  // The same guess as sampled_guess() takes (w is w0 unless a page check emptied it).
+  // The guess (w is w0 unless a page check emptied it): a floor at or below the sample_rank-th
+  // best of the 2,048 samples with at most 1.5 x sample_rank samples at or above it, usually
+  // from one radix pass (RadixSelect::floor_of_kth). Only a guess: step 3 verifies it.
   const bool guessed = w.length() > 0 && sample_rank > 0 && fits;
+  uint64_t tau = 0;
   if (guessed) {
-    uint64_t keys[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) keys[j] = rank_key(sample[j], int32_t(sample_pos[j]));
-    sel.guess(keys, uint32_t(sample_rank));
+    for (int j = 0; j < 4; ++j) st.cand[threadIdx.x * 4 + j] = rank_key(sample[j], int32_t(sample_pos[j]));
+    __syncthreads();
+    const uint32_t need = uint32_t(sample_rank);
+    tau = RowSelector::Select::floor_of_kth(st.select, st.cand, RowSelector::kTile, need, need + need / 2,
+                                            int(threadIdx.x));
   }
   clock.lap(kTopKProfileSample, t);
-  const uint64_t tau = st.tau;
   // Uniform over the cluster: every CTA resolved, checked and sampled the same row.
   const bool staged = guessed && uint32_t(tau >> 32) != 0u;  // (a guess at the NaN level streams)
   if (staging) ptx::mbar_wait(&ss.bar[warp], 0);
@@ -556,22 +563,23 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
   cluster.sync();  // every CTA's candidates, count and NaN flag are published
   clock.lap(kTopKProfileSync, t);
 
-  // 3. CTA 0: the K-th of all candidates, each CTA's first output index.
+  // 3. CTA 0 gathers every CTA's candidates (in CTA order: position order) when the guess
+  // held; the other CTAs' shared memory is not read after the second barrier.
+  bool selected = false;
+  uint32_t n = 0;
   if (rank == 0) {
     if (threadIdx.x < ctas) {
       const StagedShared* r = cluster.map_shared_rank(&ss, threadIdx.x);
       ss.cta_count[threadIdx.x] = staged ? r->count : 0u;
-      ss.survivors[threadIdx.x] = 0;
       if (staged && r->nan) ss.nan = 1u;
     }
     __syncthreads();
-    uint32_t n = 0;
-    bool fits = true;
+    bool fits_all = true;
     for (uint32_t q = 0; q < ctas; ++q) {
-      fits &= ss.cta_count[q] <= uint32_t(RowSelector::kCap);
+      fits_all &= ss.cta_count[q] <= uint32_t(RowSelector::kCap);
       n += ss.cta_count[q];
     }
-    const bool selected = staged && fits && n <= uint32_t(RowSelector::kCap) && n >= uint32_t(a.k);
+    selected = staged && fits_all && n <= uint32_t(RowSelector::kCap) && n >= uint32_t(a.k);
     if (selected) {
       uint32_t at = ss.cta_count[0];
       for (uint32_t q = 1; q < ctas; ++q) {
@@ -579,66 +587,51 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
         for (uint32_t i = threadIdx.x; i < ss.cta_count[q]; i += kBlock) st.cand[at + i] = remote[i];
         at += ss.cta_count[q];
       }
-      __syncthreads();
-      clock.lap(kTopKProfileOrder, t);  // (kStaged: the gather)
-      const uint64_t kth = RowSelector::Select::kth(st.select, st.cand, n, uint32_t(a.k), int(threadIdx.x));
-      clock.lap(kTopKProfileReduce, t);
-      // Survivors per CTA: the gathered keys are CTA 0's, then CTA 1's, ...
-      for (uint32_t i0 = 0; i0 < n; i0 += kBlock) {
-        const uint32_t i = i0 + threadIdx.x;
-        const bool keep = i < n && st.cand[i] >= kth;
-        uint32_t q = 0, lo = 0;
-        while (q + 1 < ctas && i >= lo + ss.cta_count[q]) lo += ss.cta_count[q++];
-        for (uint32_t c = 0; c < ctas; ++c) {
-          const uint32_t m = __ballot_sync(0xffffffffu, keep && q == c);
-          if (lane == 0 && m != 0u) atomicAdd(&ss.survivors[c], uint32_t(__popc(m)));
-        }
-      }
-      __syncthreads();
-      if (threadIdx.x < ctas) {
-        uint32_t before = 0;
-        for (uint32_t q = 0; q < threadIdx.x; ++q) before += ss.survivors[q];
-        StagedShared* r = cluster.map_shared_rank(&ss, threadIdx.x);
-        r->kth = kth;
-        r->offset = before;
-        r->selected = 1u;
-      }
-    } else if (threadIdx.x < ctas) {
-      cluster.map_shared_rank(&ss, threadIdx.x)->selected = 0u;
     }
   }
-  clock.lap(kTopKProfileWrite, t);
-  cluster.sync();  // kth, offset and selected are in every CTA; no remote access after this
+  clock.lap(kTopKProfileOrder, t);  // (kStaged: the gather)
+  cluster.sync();  // the gather is done: CTAs other than 0 may exit
   clock.lap(kTopKProfileSync, t);
+  if (rank != 0) return;
 
-  // 4. Each CTA's survivors, in position order.
-  if (ss.selected != 0u) {
-    const uint32_t n = ss.count;
-    const uint64_t kth = ss.kth;
-    const uint32_t each = (n + kBlock - 1) / kBlock;
-    const uint32_t i0 = min(threadIdx.x * each, n), i1 = min(i0 + each, n);
-    uint32_t keep = 0;
-    for (uint32_t i = i0; i < i1; ++i) keep += st.cand[i] >= kth;
-    uint32_t at = ss.offset + RowSelector::Select::exclusive_sum(st.select, int(threadIdx.x), keep);
+  // 4. CTA 0: the K-th key, then the keys at or above it in gathered order, which is position
+  // order: warp w takes a run of the gathered keys; one scan over the warps' counts.
+  if (selected) {
+    const uint64_t kth = RowSelector::Select::kth(st.select, st.cand, n, uint32_t(a.k), int(threadIdx.x));
+    clock.lap(kTopKProfileReduce, t);
+    const uint32_t chunk = ((n + kWarps - 1) / kWarps + 31) / 32 * 32;
+    const uint32_t c0 = min(uint32_t(warp) * chunk, n), c1 = min(c0 + chunk, n);
+    uint32_t mine = 0;
+    for (uint32_t i = c0 + lane; i < c1; i += 32) mine += st.cand[i] >= kth;
+    const uint32_t in_warp = __reduce_add_sync(0xffffffffu, mine);
+    if (lane == 0) ss.warp_count[warp] = in_warp;
+    __syncthreads();
+    uint32_t at = 0;
+    for (int q = 0; q < warp; ++q) at += ss.warp_count[q];
     const TopKOutputs& o = a.out;
-    for (uint32_t i = i0; i < i1; ++i) {
-      const uint64_t key = st.cand[i];
-      if (key < kth) continue;
-      const int32_t pos = rank_key_position(key);
-      o.positions[row * o.positions_row_stride + at] = pos;
-      if (o.slots) o.slots[row * o.slots_row_stride + at] = int32_t(physical_slot(a.pages, w.request, pos));
-      if (o.scores) o.scores[row * o.scores_row_stride + at] = rank_key_score(key);
-      ++at;
+    const uint32_t lower = (1u << lane) - 1u;
+    for (uint32_t i0 = c0; i0 < c1; i0 += 32) {  // warp-uniform
+      const uint32_t i = i0 + uint32_t(lane);
+      const uint64_t key = i < c1 ? st.cand[i] : 0ull;
+      const bool keep = i < c1 && key >= kth;
+      const uint32_t b = __ballot_sync(0xffffffffu, keep);
+      if (keep) {
+        const uint32_t idx = at + uint32_t(__popc(b & lower));
+        const int32_t pos = rank_key_position(key);
+        o.positions[row * o.positions_row_stride + idx] = pos;
+        if (o.slots) o.slots[row * o.slots_row_stride + idx] = int32_t(physical_slot(a.pages, w.request, pos));
+        if (o.scores) o.scores[row * o.scores_row_stride + idx] = rank_key_score(key);
+      }
+      at += uint32_t(__popc(b));
     }
-    if (rank == 0 && threadIdx.x == 0) {
+    if (threadIdx.x == 0) {
       if (o.counts) o.counts[row] = a.k;
       if (o.status) o.status[row] = w.status | (ss.nan != 0u ? row_status::kHasNaN : 0u);
     }
     clock.lap(kTopKProfileWrite, t);
-    clock.flush(rank == 0 && threadIdx.x == 0, topk_profile_sums());
+    clock.flush(threadIdx.x == 0, topk_profile_sums());
     return;
   }
-  if (rank != 0) return;
   sel.reset();
   const bool nan = w.length() > 0 && stream_logits(sel, row_ptr, w.start, w.end);
   clock.lap(kTopKProfileSelect, t);
