@@ -402,6 +402,17 @@ size_t staged_smem(int64_t max_context, int ctas) {
   return kStagedStageOffset + size_t(vecs) * 16;
 }
 
+// kStaged's sample rank (0: no guess; the rows kernel's condition): about mu + 5 sigma, where
+// mu = K x 2,048 / len is the mean number of the 2,048 samples above the row's K-th score
+// (binomial, sigma ~ sqrt(mu)), and at most the rows kernel's 2 mu. The guess fails (the row
+// streams again) when more than that many samples beat the K-th score: p ~ 3e-7 for mu >= 25.
+__device__ int64_t staged_guess_rank(int64_t len, int32_t k) {
+  const int64_t rank = guess_rank(len, k);
+  if (rank == 0) return 0;
+  const float mu = float(k) * float(RowSelector::kTile) / float(len);
+  return min(rank, int64_t(mu + 5.0f * sqrtf(mu)) + 1);
+}
+
 __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a) {
   namespace cg = cooperative_groups;
   constexpr int kWarps = kBlock / 32;
@@ -431,7 +442,7 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
   const float4* vec = reinterpret_cast<const float4*>(row_ptr + first);
   // The guess's samples are loaded ahead of the bulk copies' traffic, except by the lanes
   // that issue the copies (the release fence after mbarrier.init would wait for them).
-  const int64_t sample_rank = w0.status == 0 ? guess_rank(w0.length(), a.k) : 0;
+  const int64_t sample_rank = w0.status == 0 ? staged_guess_rank(w0.length(), a.k) : 0;
   float sample[4];
   int64_t sample_pos[4];
   auto load_samples = [&] {
