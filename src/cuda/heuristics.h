@@ -12,11 +12,14 @@ inline constexpr int32_t kTopKMaxK = 2048;      // largest K of the sm_90a selec
 
 // TopK over logits, five ways (topk_over_logits.cu):
 // - kStaged: rows in position order that a cluster of C = 2, 4 or 8 CTAs per row (the most
-//   whose clusters all fit at once, one CTA per SM) covers in chunks of at most kTopKStagedMaxChunk
-//   positions, from kTopKStagedMinWidth on: each CTA stages its chunk in shared memory
-//   with bulk copies while the row's sampled guess is taken, writes the chunk's candidates
-//   in position order, and CTA 0 selects the K-th of them all; every CTA writes its own
-//   survivors. No workspace. Rank order takes the paths below (it needs a sort).
+//   whose clusters all fit at once, one CTA per SM) covers in chunks of at most
+//   kTopKStagedMaxChunk positions, from kTopKStagedMinWidth on: each CTA stages its chunk in
+//   shared memory with bulk copies while the row's sampled guess is taken and keeps the
+//   chunk's candidates in position order; CTA 0 gathers them, selects the K-th and writes
+//   the row. No workspace. Rank order takes the paths below (it needs a sort). H200,
+//   K = 2048, graph-timed (docs/perf.md, session 13): 64 x 65,536 24.4 us (pair 34.6),
+//   32 x 65,536 24.0 (34.0), 8 x 65,536 20.7 (33.9), 1 x 262,144 21.3 (grid 29.9),
+//   4 x 262,144 23.3 (43.3).
 // - kRows: one CTA per row, when the rows alone fill the GPU twice over, or when there
 //   are more than SMs / 2 rows of at most kTopKRowsMaxWidth positions.
 // - kPair: more than kTopKPairMinRows and at most SMs / 2 rows of kTopKPairMinWidth to

@@ -11,7 +11,7 @@
 // Fewer rows (heuristics.h plan_topk): kStaged (rows by position that a cluster of 2, 4 or 8
 //   CTAs covers in chunks of <= 32,768 positions): topk_staged_kernel; each CTA bulk-copies
 //   its chunk into shared memory, keeps the scores at or above the row's sampled guess in
-//   position order, CTA 0 selects the K-th of all of them, each CTA writes its survivors.
+//   position order; CTA 0 gathers them all, selects the K-th and writes the row.
 //   kPair (5 .. SMs / 2 rows of 32,768 .. 131,072
 //   positions): topk_pair_kernel, a cluster of two CTAs per row, each on its own SM and
 //   streaming half the row with the same guess; CTA 0 takes CTA 1's keys through
