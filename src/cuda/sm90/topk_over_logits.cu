@@ -552,12 +552,16 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
         const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o);
         if (lane >= o) incl += u;
       }
-      uint32_t at = base + incl - mine;
+      const uint32_t at = base + incl - mine;
       const int32_t pos0 = int32_t(first + (v0 + l0) * 4);
+      // The lane's keys from its bit `lane` on (wrapping): lanes full of candidates (an
+      // ascending row's last warps) then read and write different banks at each step.
+      const uint64_t rotated = lane == 0 ? pass : (pass >> lane) | (pass << (64 - lane));
 #pragma unroll 1
-      for (uint64_t m = pass; m != 0; m &= m - 1) {
-        const int bit = __ffsll(static_cast<long long>(m)) - 1;
-        cand[at++] = rank_key(stage_f[int64_t(l0) * 4 + bit], pos0 + bit);
+      for (uint64_t m = rotated; m != 0; m &= m - 1) {
+        const int bit = (__ffsll(static_cast<long long>(m)) - 1 + lane) & 63;
+        const uint32_t below = uint32_t(__popcll(pass & ((uint64_t{1} << bit) - 1)));
+        cand[at + below] = rank_key(stage_f[int64_t(l0) * 4 + bit], pos0 + bit);
       }
       if (threadIdx.x == 0) {  // head keys first, tail keys last
         uint32_t h = 0, tl = total - (edge_count - head_count);
