@@ -30,10 +30,26 @@ struct LogitsSink {
   }
 };
 
+// Consumer warpgroups of the dense kernel: three for register-key groups of N <= 64 (mxfp4
+// decode with next_n = 1 at H = 64, next_n <= 2 at H = 32), each on every third tile, so the
+// schedulers have more warps to issue from (v4-pro decode B=64: 236 -> 214 us, docs/perf.md
+// session 13); else two. Experiment knob: FI_SCORER_CONSUMER_WGS=2 keeps two everywhere.
+#ifndef FI_SCORER_CONSUMER_WGS
+#define FI_SCORER_CONSUMER_WGS 3
+#endif
+template <CacheFormat kFormat, int kHeads, int kRows>
+constexpr int dense_consumer_wgs() {
+  return FI_SCORER_CONSUMER_WGS == 3 && ScorerSmem<kHeads * kRows, kFormat == CacheFormat::kMxfp4>::kRegKeys &&
+                 kHeads * kRows <= 64
+             ? 3
+             : 2;
+}
+
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
-__global__ void __launch_bounds__(kScorerThreads, 1)
+__global__ void __launch_bounds__(128 * (1 + dense_consumer_wgs<kFormat, kHeads, kRows>()), 1)
     dense_logits_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ LogitsOutput out) {
-  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy>;
+  constexpr int kWgs = dense_consumer_wgs<kFormat, kHeads, kRows>();
+  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, kWgs>;
   extern __shared__ uint8_t smem_raw[];
   auto& sm = carve<typename Core::Smem>(smem_raw);
   const int64_t cta = blockIdx.x;
@@ -51,19 +67,27 @@ __global__ void __launch_bounds__(kScorerThreads, 1)
     const bool scored = gr.end > gr.start;
     const int64_t lo = scored ? min(max(c0, int64_t(gr.start)), c1) : c1;  // [c0, lo): -inf
     const int64_t hi = scored ? max(min(c1, int64_t(gr.end)), lo) : c1;    // [hi, c1): -inf
-    for (int64_t s = c0 + threadIdx.x; s < lo; s += kScorerThreads) dst[s] = kNegInf;
-    for (int64_t s = hi + threadIdx.x; s < c1; s += kScorerThreads) dst[s] = kNegInf;
+    for (int64_t s = c0 + threadIdx.x; s < lo; s += Core::kThreads) dst[s] = kNegInf;
+    for (int64_t s = hi + threadIdx.x; s < c1; s += Core::kThreads) dst[s] = kNegInf;
   }
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
-    if constexpr (Core::kSplitRegs) ptx::regs_dealloc<kProducerRegs>();
+    if constexpr (kWgs == 3) {
+      ptx::regs_dealloc<40>();
+    } else if constexpr (Core::kSplitRegs) {
+      ptx::regs_dealloc<kProducerRegs>();
+    }
     Core::produce(a, sm);
   } else {
-    if constexpr (Core::kSplitRegs) ptx::regs_alloc<kConsumerRegs>();
+    if constexpr (kWgs == 3) {
+      ptx::regs_alloc<152>();  // 128 x 40 + 384 x 152 <= 512 x 128, the launch's registers
+    } else if constexpr (Core::kSplitRegs) {
+      ptx::regs_alloc<kConsumerRegs>();
+    }
     LogitsSink sink{out.logits, out.row_stride};
     Core::consume(sm, wg - 1, sink);
-    ptx::named_barrier(1, 256);
+    ptx::named_barrier(1, 128 * kWgs);
     if (threadIdx.x == 128 && out.status != nullptr) {
       for (int r = 0; r < kRows; ++r) {
         const GroupRow gr = sm.rows[r];
@@ -86,7 +110,7 @@ cudaError_t launch(const ScorerArgs& a, const LogitsOutput& out, cudaStream_t st
   auto kernel = a.accuracy == ScoreAccuracy::kReduced
                     ? dense_logits_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kReduced>
                     : dense_logits_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kFp32>;
-  return launch_scorer_kernel(kernel, kSmem, stream, a, out);
+  return launch_scorer_kernel<128 * (1 + dense_consumer_wgs<kFormat, kHeads, kRows>())>(kernel, kSmem, stream, a, out);
 }
 
 }  // namespace

@@ -40,9 +40,11 @@
 //   for the async proxy (fp8: each consumer fences after the full barrier); register-key
 //   mxfp4: raw tiles by cp.async into a 16-stage ring, nothing else; warpgroups 1 and 2
 //   consume: with N = 256 both read every tile (128 columns each, so a key tile from L2
-//   serves 256 columns); with N <= 128 they take alternate tiles.
+//   serves 256 columns); with N <= 128 they take alternate tiles. The dense kernel's
+//   register-key groups of N <= 64 run a third consumer warpgroup (512 threads, every
+//   third tile; dense_logits.cu).
 //   When a consumer holds 128 columns or converts keys the producer gives it registers
-//   (setmaxnreg 88 / 208); its weights live in registers.
+//   (setmaxnreg 88 / 208; with three consumers 40 / 152); its weights live in registers.
 // Sinks: put(r, row, position, score) for every in-window score (r: the row's index in
 //   the group). A sink with kLockstep also gets step(sm, t) from all 256 consumer threads
 //   at the start of every tile (N = 256) or pair of tiles (N <= 128), so it can run
@@ -122,13 +124,13 @@ R with_scorer_shape(CacheFormat format, int32_t heads, int32_t rows, R none, Fn&
 
 // Host: raises `kernel`'s dynamic shared-memory limit to `smem` (a per-function attribute,
 // cheap, graph-safe) and launches it on one CTA per (group, split) of a.g.
-template <class... Params, class... Args>
+template <int kThreads = kScorerThreads, class... Params, class... Args>
 cudaError_t launch_scorer_kernel(void (*kernel)(Params...), size_t smem, cudaStream_t stream, const ScorerArgs& a,
                                  const Args&... args) {
   if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
       e != cudaSuccess)
     return e;
-  kernel<<<dim3(unsigned(a.g.ctas())), kScorerThreads, smem, stream>>>(a, args...);
+  kernel<<<dim3(unsigned(a.g.ctas())), kThreads, smem, stream>>>(a, args...);
   return cudaGetLastError();
 }
 
@@ -231,7 +233,9 @@ __device__ Smem& carve(uint8_t* raw) {
   return *reinterpret_cast<Smem*>(raw + pad);
 }
 
-template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
+// kConsumerWgs: consumer warpgroups (2; 3 for the dense kernel's register-key groups of
+// N <= 64, dense_logits.cu; the fused kernel's lockstep sink needs 2).
+template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy, int kConsumerWgs = 2>
 struct PagedScorer {
   static constexpr int kN = kHeads * kRows;
   static constexpr bool kMx = kFormat == CacheFormat::kMxfp4;
@@ -245,8 +249,12 @@ struct PagedScorer {
   using Smem = ScorerSmem<kN, kMx>;
   static constexpr int kStages = Smem::kStages;
   static constexpr bool kRegKeys = Smem::kRegKeys;
-  // The producer hands registers to the consumers (setmaxnreg 88 / 208).
+  // The producer hands registers to the consumers (setmaxnreg 88 / 208; three consumer
+  // warpgroups: 40 / 152, dense_logits.cu).
   static constexpr bool kSplitRegs = kNw >= 128 || kRegKeys;
+  static constexpr int kThreads = 128 * (1 + kConsumerWgs);
+  static_assert(kConsumerWgs == 2 || (kConsumerWgs == 3 && kRegKeys && kNw <= 64),
+                "three consumer warpgroups: register-key groups of N <= 64 only");
   // fp8 caches in the default mode score with FP16 WGMMAs in one chain (mma_tile_f16).
   static constexpr bool kF16 = !kMx && kAccuracy == ScoreAccuracy::kFp32;
 
@@ -280,7 +288,7 @@ struct PagedScorer {
       const RowWindow w{gr.request, gr.start, gr.end, 0};
       const int64_t n = window_pages(a.cache.pages, w);
       uint32_t ored = 0;
-      for (int64_t i = tid; i < n; i += kScorerThreads) ored |= check_window_page(a.cache.pages, w, i);
+      for (int64_t i = tid; i < n; i += kThreads) ored |= check_window_page(a.cache.pages, w, i);
       if (ored) atomicOr(&sm.rows[r].nan, ored);  // `nan` holds page bits until combined below
     }
     __syncthreads();
@@ -306,7 +314,7 @@ struct PagedScorer {
     const Queries& q = a.queries;
     const int tid = threadIdx.x;
     constexpr int kItemsPerHead = kMx ? 4 : 8;  // 16-byte source chunks per head
-    for (int it = tid; it < kN * kItemsPerHead; it += kScorerThreads) {
+    for (int it = tid; it < kN * kItemsPerHead; it += kThreads) {
       const int n = it / kItemsPerHead, c = it % kItemsPerHead;
       const GroupRow gr = sm.rows[n / kHeads];
       const int h = n % kHeads;
@@ -359,7 +367,7 @@ struct PagedScorer {
         *reinterpret_cast<uint4*>(sm.q + ptx::sw128_offset(n, c)) = v;
       }
     }
-    for (int n = tid; n < kN; n += kScorerThreads) {
+    for (int n = tid; n < kN; n += kThreads) {
       const GroupRow gr = sm.rows[n / kHeads];
       const int h = n % kHeads;
       float w = 0.0f;
@@ -524,6 +532,7 @@ struct PagedScorer {
   __device__ static void produce_raw(const ScorerArgs& a, Smem& sm) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (warp >= kRawWarps) return;
+    const uint32_t dst0 = raw_offset(lane >> 2, lane & 3);  // + 512 u for token + 8 u
     PageAhead pages;
     pages.start(a, sm, warp, kRawWarps);
     for (int j = 0, i = warp; i < sm.num_tiles; ++j, i += kRawWarps) {
@@ -531,9 +540,8 @@ struct PagedScorer {
       const TileSource src = tile_source(a, sm, i, pages.page(a, sm, j));
       ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
 #pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int c = lane + 32 * u;  // chunk c & 3 of token c >> 2
-        ptx::cp_async16(sm.k[stage] + raw_offset(c >> 2, c & 3), src.values + c * 16);
+      for (int u = 0; u < 8; ++u) {  // chunk lane & 3 of token (lane >> 2) + 8 u: the rotation is u's
+        ptx::cp_async16(sm.k[stage] + dst0 + 512 * u, src.values + lane * 16 + 512 * u);
       }
       if (lane < 16) ptx::cp_async16(&sm.kscale[stage][4 * lane], src.scales + lane * 16);
       ptx::cp_async_arrive(&sm.full[stage]);
@@ -690,7 +698,39 @@ struct PagedScorer {
       rel1[b] = block_factor(s1, emax1, b);
     };
     auto rel = [&](int b, int e) { return (e / 2) % 2 ? rel1[b] : rel0[b]; };
-    if constexpr (kNw <= 64) {
+    if constexpr (kConsumerWgs == 3) {
+      // 152 registers: the two commit groups one after the other in the same two partial
+      // sets; the same adds in the same order as below, so the same bits.
+      float p[2][kNw / 2];
+      convert(0);
+      convert(1);
+      ptx::fence_registers(p[0]);
+      ptx::fence_registers(p[1]);
+      ptx::wgmma_fence();
+      WgmmaE5m2Rs<kNw>::mma(p[0], a[0], desc_q, 0);
+      WgmmaE5m2Rs<kNw>::mma(p[1], a[1], desc_q + 2, 0);
+      ptx::wgmma_commit();
+      convert(2);
+      convert(3);
+#pragma unroll
+      for (int b = 0; b < 4; ++b) factors(b);
+      ptx::wgmma_wait<0>();
+      ptx::fence_registers(p[0]);
+      ptx::fence_registers(p[1]);
+#pragma unroll
+      for (int e = 0; e < kNw / 2; ++e) acc[e] = fmaf(p[1][e], rel(1, e), p[0][e] * rel(0, e));
+      ptx::fence_registers(p[0]);
+      ptx::fence_registers(p[1]);
+      ptx::wgmma_fence();
+      WgmmaE5m2Rs<kNw>::mma(p[0], a[2], desc_q + 4, 0);
+      WgmmaE5m2Rs<kNw>::mma(p[1], a[3], desc_q + 6, 0);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_registers(p[0]);
+      ptx::fence_registers(p[1]);
+#pragma unroll
+      for (int e = 0; e < kNw / 2; ++e) acc[e] = fmaf(p[1][e], rel(3, e), fmaf(p[0][e], rel(2, e), acc[e]));
+    } else if constexpr (kNw <= 64) {
       // Four partials in two commit groups (blocks 0, 1, then 2, 3): converting blocks 2, 3
       // and adding partials 0, 1 overlap the other group's MMAs. Same order of adds. (Measured
       // 1-3% faster than one group and one wait at v4-pro decode B64, docs/perf.md.)
@@ -847,7 +887,8 @@ struct PagedScorer {
     PassCursor pass(sm);
     const int num_tiles = sm.num_tiles;
     const SampleOrder order = sm.order;
-    const int first = kShareTiles ? 0 : cw, step = kShareTiles ? 1 : 2;
+    static_assert(!Sink::kLockstep || kConsumerWgs == 2, "lockstep sinks step both consumer warpgroups");
+    const int first = kShareTiles ? 0 : cw, step = kShareTiles ? 1 : kConsumerWgs;
     // Lockstep: every consumer thread runs the same number of steps (with N <= 128 the
     // second warpgroup skips a missing last tile of an odd count but still steps).
     const int steps = Sink::kLockstep ? (kShareTiles ? num_tiles : (num_tiles + 1) / 2) : 0;
