@@ -137,7 +137,7 @@ class CudaBackend final : public BackendImpl {
   }
   Status topk_over_logits(const TopKProblem& p, const TopKOutputs& out, const Launch& l) const override {
     const TopKPlan plan = plan_topk(p.rows.rows(), p.rows.max_context, p.k, device().num_sms,
-                     p.order == OutputOrder::kRank, device().clusters);
+                                    p.order == OutputOrder::kRank, device().clusters);
     const sm90::TopKArgs args{p.logits, p.logits_row_stride, p.rows, p.pages, p.k, p.order, out, plan.ctas_per_row,
                               l.workspace, plan.path};
     return launch_status(sm90::topk_over_logits(args, static_cast<cudaStream_t>(l.stream)), "topk_over_logits");
