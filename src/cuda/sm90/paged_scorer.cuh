@@ -698,69 +698,47 @@ struct PagedScorer {
       rel1[b] = block_factor(s1, emax1, b);
     };
     auto rel = [&](int b, int e) { return (e / 2) % 2 ? rel1[b] : rel0[b]; };
-    if constexpr (kConsumerWgs == 3) {
-      // 152 registers: the two commit groups one after the other in the same two partial
-      // sets; the same adds in the same order as below, so the same bits.
-      float p[2][kNw / 2];
+    if constexpr (kNw <= 64) {
+      // Four partials in two commit groups (blocks 0, 1, then 2, 3), in four partial sets:
+      // converting blocks 2, 3 and adding partials 0, 1 overlap the second group's MMAs
+      // (measured 1-3% faster than one group and one wait at v4-pro decode B64, docs/perf.md).
+      // Three consumer warpgroups (152 registers) keep two sets and issue the second group
+      // after the first one's adds. The same adds in the same order either way.
+      constexpr int kSets = kConsumerWgs == 3 ? 2 : 4;
+      float p[kSets][kNw / 2];
+      auto issue = [&](int b0, float(&x)[kNw / 2], float(&y)[kNw / 2]) {
+        ptx::wgmma_fence();
+        WgmmaE5m2Rs<kNw>::mma(x, a[b0], desc_q + 2 * b0, 0);
+        WgmmaE5m2Rs<kNw>::mma(y, a[b0 + 1], desc_q + 2 * b0 + 2, 0);
+        ptx::wgmma_commit();
+      };
+      float(&x1)[kNw / 2] = p[kSets - 2];
+      float(&y1)[kNw / 2] = p[kSets - 1];
       convert(0);
       convert(1);
-      ptx::fence_registers(p[0]);
-      ptx::fence_registers(p[1]);
-      ptx::wgmma_fence();
-      WgmmaE5m2Rs<kNw>::mma(p[0], a[0], desc_q, 0);
-      WgmmaE5m2Rs<kNw>::mma(p[1], a[1], desc_q + 2, 0);
-      ptx::wgmma_commit();
+#pragma unroll
+      for (int b = 0; b < kSets; ++b) ptx::fence_registers(p[b]);
+      issue(0, p[0], p[1]);
       convert(2);
       convert(3);
+      if constexpr (kSets == 4) issue(2, x1, y1);
 #pragma unroll
       for (int b = 0; b < 4; ++b) factors(b);
-      ptx::wgmma_wait<0>();
+      ptx::wgmma_wait<kSets == 4 ? 1 : 0>();
       ptx::fence_registers(p[0]);
       ptx::fence_registers(p[1]);
 #pragma unroll
       for (int e = 0; e < kNw / 2; ++e) acc[e] = fmaf(p[1][e], rel(1, e), p[0][e] * rel(0, e));
-      ptx::fence_registers(p[0]);
-      ptx::fence_registers(p[1]);
-      ptx::wgmma_fence();
-      WgmmaE5m2Rs<kNw>::mma(p[0], a[2], desc_q + 4, 0);
-      WgmmaE5m2Rs<kNw>::mma(p[1], a[3], desc_q + 6, 0);
-      ptx::wgmma_commit();
+      if constexpr (kSets == 2) {
+        ptx::fence_registers(p[0]);
+        ptx::fence_registers(p[1]);
+        issue(2, x1, y1);
+      }
       ptx::wgmma_wait<0>();
-      ptx::fence_registers(p[0]);
-      ptx::fence_registers(p[1]);
+      ptx::fence_registers(x1);
+      ptx::fence_registers(y1);
 #pragma unroll
-      for (int e = 0; e < kNw / 2; ++e) acc[e] = fmaf(p[1][e], rel(3, e), fmaf(p[0][e], rel(2, e), acc[e]));
-    } else if constexpr (kNw <= 64) {
-      // Four partials in two commit groups (blocks 0, 1, then 2, 3): converting blocks 2, 3
-      // and adding partials 0, 1 overlap the other group's MMAs. Same order of adds. (Measured
-      // 1-3% faster than one group and one wait at v4-pro decode B64, docs/perf.md.)
-      float p[4][kNw / 2];
-      convert(0);
-      convert(1);
-#pragma unroll
-      for (int b = 0; b < 4; ++b) ptx::fence_registers(p[b]);
-      ptx::wgmma_fence();
-      WgmmaE5m2Rs<kNw>::mma(p[0], a[0], desc_q, 0);
-      WgmmaE5m2Rs<kNw>::mma(p[1], a[1], desc_q + 2, 0);
-      ptx::wgmma_commit();
-      convert(2);
-      convert(3);
-      ptx::wgmma_fence();
-      WgmmaE5m2Rs<kNw>::mma(p[2], a[2], desc_q + 4, 0);
-      WgmmaE5m2Rs<kNw>::mma(p[3], a[3], desc_q + 6, 0);
-      ptx::wgmma_commit();
-#pragma unroll
-      for (int b = 0; b < 4; ++b) factors(b);
-      ptx::wgmma_wait<1>();
-      ptx::fence_registers(p[0]);
-      ptx::fence_registers(p[1]);
-#pragma unroll
-      for (int e = 0; e < kNw / 2; ++e) acc[e] = fmaf(p[1][e], rel(1, e), p[0][e] * rel(0, e));
-      ptx::wgmma_wait<0>();
-      ptx::fence_registers(p[2]);
-      ptx::fence_registers(p[3]);
-#pragma unroll
-      for (int e = 0; e < kNw / 2; ++e) acc[e] = fmaf(p[3][e], rel(3, e), fmaf(p[2][e], rel(2, e), acc[e]));
+      for (int e = 0; e < kNw / 2; ++e) acc[e] = fmaf(y1[e], rel(3, e), fmaf(x1[e], rel(2, e), acc[e]));
     } else {  // kNw = 128: block 0 into acc, then one partial at a time (three waits)
       float p[kNw / 2];
       convert(0);
