@@ -255,7 +255,8 @@ TEST(GpuTopK, PositionOrderOnBothSidesOfTheBitmapLimit) {
 
 TEST(GpuTopK, DecodeRowsSlotsAndRowStatus) {
   SKIP_WITHOUT_GPU();
-  // 16 requests of 40,000 positions take kStaged (C = 4), the others one CTA per row.
+  // 16 requests (32 rows) of 40,000 positions take kStaged (C = 2 on the H200), the others one
+  // CTA per row.
   for (int64_t requests : {int64_t(2), int64_t(16), int64_t(64), int64_t(300)}) {
     LogitsCase c;
     c.form = RowForm::kDecode;
