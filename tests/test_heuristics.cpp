@@ -17,17 +17,19 @@ TEST(Heuristics, ManyRowsUseOneCtaPerRowAndNoWorkspace) {
   EXPECT_EQ(plan_topk(264, 65536, 2048, 132).path, TopKPath::kRows);  // 2 CTAs per SM already
 }
 
-// (In rank order: by position, these rows take kStaged, tested below.)
+// (Without clusters: with them these rows take kStaged, tested below.)
+constexpr flashindexer::cuda::ClusterCapacity kNoClusters{-1, -1, -1};
+
 TEST(Heuristics, AFewLongRowsTakeTheGridSelectWithBoundedWorkspace) {
   using flashindexer::cuda::kTopKMinChunk;
-  const auto b8 = plan_topk(8, 262144, 2048, 132, true);
+  const auto b8 = plan_topk(8, 262144, 2048, 132, kNoClusters);
   EXPECT_EQ(b8.path, TopKPath::kGrid);
   EXPECT_EQ(b8.ctas_per_row, 4 * 132 / 8);  // about 4 CTAs per SM
-  EXPECT_EQ(plan_topk(4, 65536, 2048, 132, true).ctas_per_row, 65536 / kTopKMinChunk);
+  EXPECT_EQ(plan_topk(4, 65536, 2048, 132, kNoClusters).ctas_per_row, 65536 / kTopKMinChunk);
   // Two 4096-bin histograms and a 32-byte state per row (zeroed), then K + 4096 keys.
   EXPECT_EQ(flashindexer::cuda::topk_zeroed_bytes(8), size_t(8) * (2 * 4096 * 4 + 32));
   EXPECT_EQ(b8.workspace_bytes, size_t(8) * (2 * 4096 * 4 + 32) + size_t(8) * (2048 + 4096) * 8);
-  const auto b1 = plan_topk(1, 262144, 2048, 132, true);
+  const auto b1 = plan_topk(1, 262144, 2048, 132, kNoClusters);
   EXPECT_EQ(b1.path, TopKPath::kGrid);
   EXPECT_EQ(b1.ctas_per_row, 262144 / kTopKMinChunk);  // every chunk >= 2048 positions
   // The workspace does not depend on the context; the chunk count is capped.
@@ -43,10 +45,10 @@ TEST(Heuristics, MoreRowsOfModestWidthTakeOneCtaPerRow) {
     EXPECT_EQ(plan.path, TopKPath::kRows) << rows;
     EXPECT_EQ(plan.workspace_bytes, 0u) << rows;
   }
-  // Up to SMs / 2 such rows: two CTAs per row, one per SM, no workspace (in rank order;
-  // by position the rows below 34 take kStaged).
+  // Up to SMs / 2 such rows: two CTAs per row, one per SM, no workspace (without clusters;
+  // with them the rows below 34 take kStaged).
   for (int64_t rows : {5, 9, 64, 66}) {
-    const auto plan = plan_topk(rows, kTopKRowsMaxWidth, 2048, 132, rows < 34);
+    const auto plan = plan_topk(rows, kTopKRowsMaxWidth, 2048, 132, kNoClusters);
     EXPECT_EQ(plan.path, TopKPath::kPair) << rows;
     EXPECT_EQ(plan.ctas_per_row, 2) << rows;
     EXPECT_LE(plan.ctas_per_row * rows, 132) << rows;
@@ -54,13 +56,13 @@ TEST(Heuristics, MoreRowsOfModestWidthTakeOneCtaPerRow) {
   }
   EXPECT_EQ(plan_topk(64, kTopKRowsMaxWidth, 2048, 114).path, TopKPath::kRows);  // an H100 PCIe
   EXPECT_EQ(plan_topk(64, flashindexer::cuda::kTopKPairMinWidth - 1, 2048, 132).path, TopKPath::kRows);
-  EXPECT_EQ(plan_topk(4, 65536, 2048, 132, true).path, TopKPath::kGrid);
-  EXPECT_EQ(plan_topk(8, 65536, 2048, 132, true).path, TopKPath::kPair);  // 5 .. 8 rows too
+  EXPECT_EQ(plan_topk(4, 65536, 2048, 132, kNoClusters).path, TopKPath::kGrid);
+  EXPECT_EQ(plan_topk(8, 65536, 2048, 132, kNoClusters).path, TopKPath::kPair);  // 5 .. 8 rows too
   EXPECT_EQ(plan_topk(8, 20000, 2048, 132).path, TopKPath::kGrid);
   EXPECT_EQ(plan_topk(64, kTopKRowsMaxWidth + 1, 2048, 132).path, TopKPath::kSplit);
 }
 
-// Rows in position order that C = 2, 4 or 8 CTAs per row cover in chunks of at most 32,768
+// Rows that C = 2, 4 or 8 CTAs per row cover in chunks of at most 32,768
 // positions, with every row's cluster on the GPU at once (the H200 holds 66, 30 and 15
 // clusters of 2, 4 and 8 such CTAs): a cluster per row, no workspace.
 TEST(Heuristics, FewRowsByPositionTakeStagedClusters) {
@@ -75,20 +77,19 @@ TEST(Heuristics, FewRowsByPositionTakeStagedClusters) {
                        Case{30, 131072, 4}, Case{31, 131072, 0}, Case{32, 65536, 2}, Case{17, 40000, 4},
                        Case{15, 262144, 8}, Case{16, 262144, 0}, Case{16, 131072, 4}, Case{1, 262144, 8},
                        Case{1, 262145, 0}, Case{8, 32768, 8}, Case{8, 32767, 0}}) {
-    const auto plan = plan_topk(c.rows, c.width, 2048, 132, false, h200);
+    const auto plan = plan_topk(c.rows, c.width, 2048, 132, h200);
     EXPECT_EQ(plan.path == TopKPath::kStaged ? plan.ctas_per_row : 0, c.ctas) << c.rows << " x " << c.width;
     if (c.ctas == 0) continue;
     EXPECT_LE(c.rows, h200.at(c.ctas, 132));
     EXPECT_LE(c.width, c.ctas * kTopKStagedMaxChunk);
     EXPECT_EQ(plan.workspace_bytes, 0u);
-    EXPECT_NE(plan_topk(c.rows, c.width, 2048, 132, true, h200).path, TopKPath::kStaged) << "rank order: a sort";
   }
   // Without a count from the runtime: SMs / C clusters; a negative count: none of that size.
   EXPECT_EQ(plan_topk(33, 131072, 2048, 132).ctas_per_row, 4);
-  EXPECT_NE(plan_topk(1, 262144, 2048, 132, false, ClusterCapacity{66, 30, -1}).path, TopKPath::kStaged);
-  EXPECT_EQ(plan_topk(1, 131072, 2048, 132, false, ClusterCapacity{66, 30, -1}).ctas_per_row, 4);
+  EXPECT_NE(plan_topk(1, 262144, 2048, 132, ClusterCapacity{66, 30, -1}).path, TopKPath::kStaged);
+  EXPECT_EQ(plan_topk(1, 131072, 2048, 132, ClusterCapacity{66, 30, -1}).ctas_per_row, 4);
   EXPECT_EQ(plan_topk(64, 65536, 2048, 114).path, TopKPath::kRows);  // an H100 PCIe: 128 CTAs > 114 SMs
-  EXPECT_EQ(plan_topk(64, 65537, 2048, 132, false, h200).path, TopKPath::kPair);
+  EXPECT_EQ(plan_topk(64, 65537, 2048, 132, h200).path, TopKPath::kPair);
 }
 
 TEST(Heuristics, MoreRowsOfWideRowsAreSplitWithBoundedWorkspace) {

@@ -127,8 +127,7 @@ class CudaBackend final : public BackendImpl {
     return op == Operator::kFusedTopK ? sm90::fused_topk_workspace_bytes(p, scorer_plan(p, op)) : 0;
   }
   size_t workspace_bytes(const TopKProblem& p, const Launch&) const override {
-    return plan_topk(p.rows.rows(), p.rows.max_context, p.k, device().num_sms,
-                     p.order == OutputOrder::kRank, device().clusters).workspace_bytes;
+    return plan_topk(p.rows.rows(), p.rows.max_context, p.k, device().num_sms, device().clusters).workspace_bytes;
   }
 
   Status dense_logits(const IndexerProblem& p, const LogitsOutput& out, const Launch& l) const override {
@@ -136,8 +135,7 @@ class CudaBackend final : public BackendImpl {
     return launch_status(sm90::dense_logits(args, static_cast<cudaStream_t>(l.stream)), "dense_logits");
   }
   Status topk_over_logits(const TopKProblem& p, const TopKOutputs& out, const Launch& l) const override {
-    const TopKPlan plan = plan_topk(p.rows.rows(), p.rows.max_context, p.k, device().num_sms,
-                                    p.order == OutputOrder::kRank, device().clusters);
+    const TopKPlan plan = plan_topk(p.rows.rows(), p.rows.max_context, p.k, device().num_sms, device().clusters);
     const sm90::TopKArgs args{p.logits, p.logits_row_stride, p.rows, p.pages, p.k, p.order, out, plan.ctas_per_row,
                               l.workspace, plan.path};
     return launch_status(sm90::topk_over_logits(args, static_cast<cudaStream_t>(l.stream)), "topk_over_logits");

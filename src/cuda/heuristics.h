@@ -11,12 +11,12 @@ namespace flashindexer::cuda {
 inline constexpr int32_t kTopKMaxK = 2048;      // largest K of the sm_90a selectors
 
 // TopK over logits, five ways (topk_over_logits.cu):
-// - kStaged: rows in position order that a cluster of C = 2, 4 or 8 CTAs per row (the most
+// - kStaged: rows that a cluster of C = 2, 4 or 8 CTAs per row (the most
 //   whose clusters all fit at once, one CTA per SM) covers in chunks of at most
 //   kTopKStagedMaxChunk positions, from kTopKStagedMinWidth on: each CTA stages its chunk in
 //   shared memory with bulk copies while the row's sampled guess is taken and keeps the
 //   chunk's candidates in position order; CTA 0 gathers them, selects the K-th and writes
-//   the row. No workspace. Rank order takes the paths below (it needs a sort). H200,
+//   the row (by rank after a block radix sort of the K keys). No workspace. H200,
 //   K = 2048, graph-timed (docs/perf.md, session 13): 64 x 65,536 24.4 us (pair 34.6),
 //   32 x 65,536 24.0 (34.0), 8 x 65,536 20.7 (33.9), 1 x 262,144 21.3 (grid 29.9),
 //   4 x 262,144 23.3 (43.3).
@@ -106,13 +106,13 @@ inline int staged_cluster(int64_t rows, int64_t max_context, int num_sms, const 
   return c >= 2 && max_context <= c * kTopKStagedMaxChunk ? c : 0;
 }
 
-inline TopKPlan plan_topk(int64_t rows, int64_t max_context, int32_t k, int num_sms, bool by_rank = false,
+inline TopKPlan plan_topk(int64_t rows, int64_t max_context, int32_t k, int num_sms,
                           const ClusterCapacity& clusters = {}) {
   TopKPlan plan;
   const int64_t target_ctas = 2 * int64_t(std::max(num_sms, 1));
   const int64_t rows_from = FI_TOPK_ROWS_FROM > 0 ? FI_TOPK_ROWS_FROM : target_ctas;
   if (rows <= 0 || rows >= rows_from) return plan;
-  if (const int c = by_rank ? 0 : staged_cluster(rows, max_context, num_sms, clusters); c > 0) {
+  if (const int c = staged_cluster(rows, max_context, num_sms, clusters); c > 0) {
     plan.path = TopKPath::kStaged;
     plan.ctas_per_row = c;
     return plan;

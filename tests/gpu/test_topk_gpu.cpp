@@ -177,8 +177,8 @@ void expect_matches_on_every_dist(int64_t rows, int64_t width, std::initializer_
     }
 }
 
-// Decode-shaped rows: 5 .. SMs / 2 rows of 32,768 .. 131,072 positions (by rank the pair
-// kernel, two CTAs per row; by position kStaged, a cluster of 2 .. 8 CTAs), K at both ends.
+// Decode-shaped rows: 5 .. SMs / 2 rows of 32,768 .. 131,072 positions (kStaged, a cluster of
+// 2 .. 8 CTAs per row), K at both ends, both orders.
 TEST(GpuTopK, MatchesCpuOnDecodeShapedRows) {
   SKIP_WITHOUT_GPU();
   expect_matches_on_every_dist(64, 65536, {512, 2048}, 31);
@@ -210,30 +210,33 @@ TEST(GpuTopK, MatchesCpuOnSplitRows) {
   expect_matches_on_every_dist(12, 140001, {7, 2048}, 77);
 }
 
-// The grid-wide select (few long rows) where its threshold lands: in a NaN plateau, among
-// ties just within its tie list (4,096 keys) and just beyond it (the finish re-reads the row).
+// Few long rows where the threshold lands: in a NaN plateau, among ties just within the
+// grid-wide select's tie list (4,096 keys) and just beyond it (its finish re-reads the row);
+// rows of 100,000 positions take kStaged, rows of 300,000 the grid-wide select.
 TEST(GpuTopK, SpreadRowsWithThresholdInNaNsOrTies) {
   SKIP_WITHOUT_GPU();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  for (int32_t ties : {0, 4000, 4096, 4097, 5000})
-    for (OutputOrder order : {OutputOrder::kPosition, OutputOrder::kRank}) {
-      LogitsCase c = rows_case(Dist::kGaussian, 2, 100000, 2048, 41 + uint32_t(ties));
-      c.order = order;
-      for (int64_t r = 0; r < c.rows; ++r) {
-        c.start[size_t(r)] = int32_t(r);  // unaligned head in row 1
-        c.end[size_t(r)] = int32_t(c.width);
-        float* row = c.logits.data() + r * c.width;
-        if (ties == 0) {  // 1,031 numbers among NaNs: the K-th key is a NaN
-          for (int64_t s = 0; s < c.width; ++s)
-            if (s % 97 != 0) row[s] = nan;
-          continue;
+  for (int64_t width : {int64_t(100000), int64_t(300000)})
+    for (int32_t ties : {0, 4000, 4096, 4097, 5000})
+      for (OutputOrder order : {OutputOrder::kPosition, OutputOrder::kRank}) {
+        LogitsCase c = rows_case(Dist::kGaussian, 2, width, 2048, 41 + uint32_t(ties));
+        c.order = order;
+        for (int64_t r = 0; r < c.rows; ++r) {
+          c.start[size_t(r)] = int32_t(r);  // unaligned head in row 1
+          c.end[size_t(r)] = int32_t(c.width);
+          float* row = c.logits.data() + r * c.width;
+          if (ties == 0) {  // every 97th a number, the rest NaN: the K-th key is a NaN
+            for (int64_t s = 0; s < c.width; ++s)
+              if (s % 97 != 0) row[s] = nan;
+            continue;
+          }
+          for (int64_t s = 0; s < c.width; ++s) row[s] *= 0.01f;  // all below 1
+          for (int i = 0; i < 1000; ++i) row[19 * i + 11] = 2.0f;  // 1,000 above the ties
+          for (int i = 0; i < ties; ++i) row[19 * i + 7] = 1.0f;   // the K-th key among `ties` equal ones
         }
-        for (int64_t s = 0; s < c.width; ++s) row[s] *= 0.01f;  // all below 1
-        for (int i = 0; i < 1000; ++i) row[19 * i + 11] = 2.0f;  // 1,000 above the ties
-        for (int i = 0; i < ties; ++i) row[19 * i + 7] = 1.0f;   // the K-th key among `ties` equal ones
+        expect_gpu_matches_cpu(c, "width " + std::to_string(width) + " ties " + std::to_string(ties) + " order " +
+                                      std::to_string(int(order)));
       }
-      expect_gpu_matches_cpu(c, "ties " + std::to_string(ties) + " order " + std::to_string(int(order)));
-    }
 }
 
 // Ascending position through the bitmap of the window (block_select.cuh, windows up to
@@ -320,9 +323,12 @@ TEST(GpuTopK, SanitizerSmallCases) {
   whole.num_pages = whole.table_width;
   for (int64_t i = 0; i < whole.table_width; ++i) whole.table.push_back(int32_t(whole.table_width - 1 - i));
   expect_gpu_matches_cpu(whole, "whole rows");
-  LogitsCase grid = rows_case(Dist::kAscending, 2, 40000, 2048, 2);
+  LogitsCase grid = rows_case(Dist::kAscending, 2, 270000, 2048, 2);
   grid.order = OutputOrder::kRank;
   expect_gpu_matches_cpu(grid, "grid-wide select");
+  LogitsCase staged_rank = rows_case(Dist::kGaussian, 3, 40000, 1024, 7);
+  staged_rank.order = OutputOrder::kRank;
+  expect_gpu_matches_cpu(staged_rank, "kStaged, by rank");
   expect_gpu_matches_cpu(rows_case(Dist::kOffset, 10, 140000, 2048, 3), "split rows");
   expect_gpu_matches_cpu(rows_case(Dist::kZeroPlateau, 10, 33000, 2048, 4), "few whole rows (kStaged)");
   expect_gpu_matches_cpu(rows_case(Dist::kGaussian, 3, 40000, 1024, 5), "kStaged, guessed");

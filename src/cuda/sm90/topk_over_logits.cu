@@ -395,6 +395,8 @@ constexpr int kStagedIters = int(cuda::kTopKStagedMaxChunk / 4 / kBlock);  // fl
 static_assert(kStagedIters * 4 <= 64, "one 64-bit pass mask per lane");
 constexpr size_t kStagedStageOffset = (sizeof(RowSelector::Storage) + 127) / 128 * 128;
 constexpr size_t kStagedMaxSmem = kStagedStageOffset + size_t(cuda::kTopKStagedMaxChunk) * 4;
+static_assert(cuda::kTopKStagedMinWidth / cuda::kTopKStagedMaxCluster * 4 >= int64_t(kMaxK) * 8,
+              "the smallest stage holds the K keys that rank order sorts");
 
 // Dynamic shared memory of the kStaged kernel for rows of at most max_context positions.
 size_t staged_smem(int64_t max_context, int ctas) {
@@ -610,8 +612,11 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
   if (rank != 0) return;
 
   // 4. CTA 0: the K-th key, then the keys at or above it in gathered order, which is position
-  // order: warp w takes a run of the gathered keys; one scan over the warps' counts.
+  // order: warp w takes a run of the gathered keys; one scan over the warps' counts. By rank:
+  // the K keys go through the stage (free now) to a block radix sort first.
   if (selected) {
+    const bool by_rank = a.order == OutputOrder::kRank;
+    uint64_t* ranked = reinterpret_cast<uint64_t*>(stage);  // [K]: the stage holds >= kMaxK keys
     const uint64_t kth = RowSelector::Select::kth(st.select, st.cand, n, uint32_t(a.k), int(threadIdx.x));
     clock.lap(kTopKProfileReduce, t);
     const uint32_t chunk = ((n + kWarps - 1) / kWarps + 31) / 32 * 32;
@@ -630,7 +635,8 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
       const uint64_t key = i < c1 ? st.cand[i] : 0ull;
       const bool keep = i < c1 && key >= kth;
       const uint32_t b = __ballot_sync(0xffffffffu, keep);
-      if (keep) {
+      if (keep && by_rank) ranked[at + uint32_t(__popc(b & lower))] = key;
+      if (keep && !by_rank) {
         const uint32_t idx = at + uint32_t(__popc(b & lower));
         const int32_t pos = rank_key_position(key);
         o.positions[row * o.positions_row_stride + idx] = pos;
@@ -639,9 +645,21 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
       }
       at += uint32_t(__popc(b));
     }
-    if (threadIdx.x == 0) {
+    const uint32_t status = w.status | (ss.nan != 0u ? row_status::kHasNaN : 0u);
+    if (by_rank) {
+      __syncthreads();  // ranked is written; cand (which the sort's storage aliases) is read
+      uint64_t keys[RowSelector::kSortItems];
+#pragma unroll
+      for (int i = 0; i < RowSelector::kSortItems; ++i) {
+        const int idx = int(threadIdx.x) * RowSelector::kSortItems + i;
+        keys[i] = idx < a.k ? ranked[idx] : 0ull;  // 0: no key, sorts last
+      }
+      RowSelector::Storage::Sort sorter(st.sort);
+      sorter.SortDescending(keys);
+      write_row(a, row, w, status, a.k, keys);
+    } else if (threadIdx.x == 0) {
       if (o.counts) o.counts[row] = a.k;
-      if (o.status) o.status[row] = w.status | (ss.nan != 0u ? row_status::kHasNaN : 0u);
+      if (o.status) o.status[row] = status;
     }
     clock.lap(kTopKProfileWrite, t);
     clock.flush(threadIdx.x == 0, topk_profile_sums());
