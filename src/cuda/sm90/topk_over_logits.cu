@@ -8,7 +8,7 @@
 //   thread), tiles in a permuted order, a verified sampled threshold, a warp vote of the raw
 //   order bits against a rising threshold, rank keys only for the warps with candidates,
 //   per-warp candidate slots, exact compaction in shared memory.
-// Fewer rows (heuristics.h plan_topk): kStaged (rows by position that a cluster of 2, 4 or 8
+// Fewer rows (heuristics.h plan_topk): kStaged (rows that a cluster of 2, 4 or 8
 //   CTAs covers in chunks of <= 32,768 positions): topk_staged_kernel; each CTA bulk-copies
 //   its chunk into shared memory, keeps the scores at or above the row's sampled guess in
 //   position order; CTA 0 gathers them all, selects the K-th and writes the row.
@@ -378,7 +378,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kBlock, 1)
 //  3. CTA 0 gathers every CTA's candidates through distributed shared memory. When they are
 //     at least K, the row's top K is among them (every score left out is below all of them).
 //  4. CTA 0 selects the K-th and writes the keys at or above it, in gathered order, which is
-//     position order.
+//     position order (by rank: after a block radix sort of the K keys).
 // Otherwise (no guess, a failed guess or a full buffer) CTA 0 streams the row alone, as the
 // rows kernel does. Exact either way; no workspace. Shared memory: the selector's storage
 // (the candidates; the guess) + the stage, up to 128 KiB.
