@@ -855,7 +855,10 @@ cudaError_t topk_over_logits(const TopKArgs& a, cudaStream_t stream) {
 }
 
 int staged_cluster_capacity(int ctas) {
-  if (configure_kernels() != cudaSuccess) return 0;
+  if (configure_kernels() != cudaSuccess) {
+    cudaGetLastError();  // a later launch's error check must not see this one
+    return 0;
+  }
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeClusterDimension;
   attr.val.clusterDim.x = unsigned(ctas);
