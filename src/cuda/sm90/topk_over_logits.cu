@@ -38,6 +38,7 @@
 #include "block_select.cuh"
 #include "grid_radix_select.cuh"
 #include "phase_clock.cuh"
+#include "staged_select.cuh"
 #include "topk_over_logits.h"
 
 namespace flashindexer::sm90 {
@@ -49,9 +50,8 @@ namespace {
 // float4 per thread per group; two groups in flight (4 or 8 measured no faster, session 9)
 // (the pair kernel too, at 128 registers: 35.5 vs 34.9 us at 64 x 65,536, session 11)
 constexpr int kUnroll = 2;
-constexpr int kBlock = 512;           // threads of the rows, split and merge kernels
+constexpr int kBlock = kRowBlock;     // threads of the rows, split and merge kernels (512)
 constexpr int kFinishThreads = 1024;  // the grid select's finish: one CTA per row, <= 8 rows
-using RowSelector = BlockSelector<kBlock>;
 using FinishSelector = BlockSelector<kFinishThreads>;
 
 #ifndef FI_TOPK_PROFILE
@@ -179,12 +179,6 @@ __device__ bool stream_logits(BlockSelector<kThreads>& sel, const float* row_ptr
 // The sampled threshold guess for logits[s0, s1) (BlockSelector::guess), when one is taken:
 // it targets ~2K survivors from the (2K * 2048 / L)-th best of 2048 evenly spaced samples,
 // and is taken only when that rank is >= 8 (a stable estimate). Returns whether it was.
-// The sample rank of the guess for a window of len positions, 0 when none is taken.
-template <int kThreads = kBlock>
-__device__ int64_t guess_rank(int64_t len, int32_t k) {
-  const int64_t rank = len > 0 ? 2 * int64_t(k) * BlockSelector<kThreads>::kTile / len : 0;
-  return len >= 8192 && rank >= 8 ? rank : 0;
-}
 
 template <int kThreads, class Clock>
 __device__ bool sampled_guess(BlockSelector<kThreads>& sel, const float* row_ptr, int64_t s0, int64_t s1, int32_t k,
@@ -230,34 +224,7 @@ __device__ bool scan_logits(BlockSelector<kThreads>& sel, const float* row_ptr, 
   return nan;
 }
 
-// Writes one row's outputs from a sorted blocked arrangement (n valid entries).
-template <int kSortItems>
-__device__ void write_row(const TopKArgs& a, int64_t row, const RowWindow& w, uint32_t status, int32_t n,
-                          const uint64_t (&sorted)[kSortItems]) {
-  const TopKOutputs& o = a.out;
-  const float kNegInf = -__int_as_float(0x7f800000);
-#pragma unroll
-  for (int i = 0; i < kSortItems; ++i) {
-    const int32_t idx = int32_t(threadIdx.x) * kSortItems + i;
-    if (idx >= a.k) continue;
-    const bool real = idx < n;
-    const int32_t pos = real ? rank_key_position(sorted[i]) : -1;
-    o.positions[row * o.positions_row_stride + idx] = pos;
-    if (o.slots) o.slots[row * o.slots_row_stride + idx] = real ? int32_t(physical_slot(a.pages, w.request, pos)) : -1;
-    if (o.scores) o.scores[row * o.scores_row_stride + idx] = real ? rank_key_score(sorted[i]) : kNegInf;
-  }
-  if (threadIdx.x == 0) {
-    if (o.counts) o.counts[row] = n;
-    if (o.status) o.status[row] = status;
-  }
-}
 
-// Bits that hold every position of the problem: positions < max_context < 2^bits, so the
-// low word of a rank key (0xFFFFFFFF - position) is nonzero in them (BlockSelector::finish).
-__device__ int position_bits(const TopKArgs& a) {
-  const int64_t m = a.rows.max_context;
-  return m >= (int64_t{1} << 31) ? 32 : 64 - __clzll(m) + (m == 0);
-}
 
 // The selector's final keys of one row, ordered (CONTRACT §3: by position or by rank), to
 // the row's outputs. Block-wide call, the last of a kernel.
@@ -404,16 +371,6 @@ size_t staged_smem(int64_t max_context, int ctas) {
   return kStagedStageOffset + size_t(vecs) * 16;
 }
 
-// kStaged's sample rank (0: no guess; the rows kernel's condition): about mu + 5 sigma, where
-// mu = K x 2,048 / len is the mean number of the 2,048 samples above the row's K-th score
-// (binomial, sigma ~ sqrt(mu)), and at most the rows kernel's 2 mu. The guess fails (the row
-// streams again) when more than that many samples beat the K-th score: p ~ 3e-7 for mu >= 25.
-__device__ int64_t staged_guess_rank(int64_t len, int32_t k) {
-  const int64_t rank = guess_rank(len, k);
-  if (rank == 0) return 0;
-  const float mu = float(k) * float(RowSelector::kTile) / float(len);
-  return min(rank, int64_t(mu + 5.0f * sqrtf(mu)) + 1);
-}
 
 __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a) {
   namespace cg = cooperative_groups;
@@ -547,24 +504,7 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
     if (total <= uint32_t(RowSelector::kCap)) {
       uint64_t* cand = st.cand;
       const float* stage_f = reinterpret_cast<const float*>(stage);
-      const uint32_t mine = uint32_t(__popcll(pass));
-      uint32_t incl = mine;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += u;
-      }
-      const uint32_t at = base + incl - mine;
-      const int32_t pos0 = int32_t(first + (v0 + l0) * 4);
-      // The lane's keys from its bit `lane` on (wrapping): lanes full of candidates (an
-      // ascending row's last warps) then read and write different banks at each step.
-      const uint64_t rotated = lane == 0 ? pass : (pass >> lane) | (pass << (64 - lane));
-#pragma unroll 1
-      for (uint64_t m = rotated; m != 0; m &= m - 1) {
-        const int bit = (__ffsll(static_cast<long long>(m)) - 1 + lane) & 63;
-        const uint32_t below = uint32_t(__popcll(pass & ((uint64_t{1} << bit) - 1)));
-        cand[at + below] = rank_key(stage_f[int64_t(l0) * 4 + bit], pos0 + bit);
-      }
+      put_passing(cand, base, pass, stage_f + int64_t(l0) * 4, int32_t(first + (v0 + l0) * 4), lane);
       if (threadIdx.x == 0) {  // head keys first, tail keys last
         uint32_t h = 0, tl = total - (edge_count - head_count);
         for (int j = 0; j < edges; ++j)
@@ -615,53 +555,9 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
   // order: warp w takes a run of the gathered keys; one scan over the warps' counts. By rank:
   // the K keys go through the stage (free now) to a block radix sort first.
   if (selected) {
-    const bool by_rank = a.order == OutputOrder::kRank;
-    uint64_t* ranked = reinterpret_cast<uint64_t*>(stage);  // [K]: the stage holds >= kMaxK keys
-    const uint64_t kth = RowSelector::Select::kth(st.select, st.cand, n, uint32_t(a.k), int(threadIdx.x));
-    clock.lap(kTopKProfileReduce, t);
-    const uint32_t chunk = ((n + kWarps - 1) / kWarps + 31) / 32 * 32;
-    const uint32_t c0 = min(uint32_t(warp) * chunk, n), c1 = min(c0 + chunk, n);
-    uint32_t mine = 0;
-    for (uint32_t i = c0 + lane; i < c1; i += 32) mine += st.cand[i] >= kth;
-    const uint32_t in_warp = __reduce_add_sync(0xffffffffu, mine);
-    if (lane == 0) ss.warp_count[warp] = in_warp;
-    __syncthreads();
-    uint32_t at = 0;
-    for (int q = 0; q < warp; ++q) at += ss.warp_count[q];
-    const TopKOutputs& o = a.out;
-    const uint32_t lower = (1u << lane) - 1u;
-    for (uint32_t i0 = c0; i0 < c1; i0 += 32) {  // warp-uniform
-      const uint32_t i = i0 + uint32_t(lane);
-      const uint64_t key = i < c1 ? st.cand[i] : 0ull;
-      const bool keep = i < c1 && key >= kth;
-      const uint32_t b = __ballot_sync(0xffffffffu, keep);
-      if (keep && by_rank) ranked[at + uint32_t(__popc(b & lower))] = key;
-      if (keep && !by_rank) {
-        const uint32_t idx = at + uint32_t(__popc(b & lower));
-        const int32_t pos = rank_key_position(key);
-        o.positions[row * o.positions_row_stride + idx] = pos;
-        if (o.slots) o.slots[row * o.slots_row_stride + idx] = int32_t(physical_slot(a.pages, w.request, pos));
-        if (o.scores) o.scores[row * o.scores_row_stride + idx] = rank_key_score(key);
-      }
-      at += uint32_t(__popc(b));
-    }
     const uint32_t status = w.status | (ss.nan != 0u ? row_status::kHasNaN : 0u);
-    if (by_rank) {
-      __syncthreads();  // ranked is written; cand (which the sort's storage aliases) is read
-      uint64_t keys[RowSelector::kSortItems];
-#pragma unroll
-      for (int i = 0; i < RowSelector::kSortItems; ++i) {
-        const int idx = int(threadIdx.x) * RowSelector::kSortItems + i;
-        keys[i] = idx < a.k ? ranked[idx] : 0ull;  // 0: no key, sorts last
-      }
-      RowSelector::Storage::Sort sorter(st.sort);
-      sorter.SortDescending(keys);
-      write_row(a, row, w, status, a.k, keys);
-    } else if (threadIdx.x == 0) {
-      if (o.counts) o.counts[row] = a.k;
-      if (o.status) o.status[row] = status;
-    }
-    clock.lap(kTopKProfileWrite, t);
+    uint64_t* ranked = reinterpret_cast<uint64_t*>(stage);  // [K]: the stage holds >= kMaxK keys
+    write_gathered_row(a, row, w, status, st, n, ranked, ss.warp_count, clock, t);
     clock.flush(threadIdx.x == 0, topk_profile_sums());
     return;
   }

@@ -1,0 +1,174 @@
+// flashindexer sm_90a: the selection pieces that the row kernels share: the sampled guess's
+// rank, the output writes, and the finish over a cluster's gathered candidates.
+//
+// Purpose: topk_over_logits.cu (every TopK path) and fused_staged.cu (the fused decode
+//   path, which stages scores in shared memory as topk_staged_kernel stages logits) write
+//   rows the same way, so the outputs agree by construction.
+// Threads: kRowBlock (512) per CTA, all in every call (CTA barriers).
+// Shared memory: the caller's RowSelector::Storage (~88 KiB) and small scratch.
+#pragma once
+
+#include <cstdint>
+
+#include "../../core/rank_key.h"
+#include "../../core/row_window.h"
+#include "block_select.cuh"
+#include "topk_over_logits.h"
+
+namespace flashindexer::sm90 {
+
+inline constexpr int kRowBlock = 512;  // threads of the one-row kernels
+using RowSelector = BlockSelector<kRowBlock>;
+
+// The sample rank of the guess for a window of len positions, 0 when none is taken: ~2K
+// survivors from the (2K x 2048 / L)-th best of 2048 evenly spaced samples, taken only when
+// that rank is >= 8 (a stable estimate).
+template <int kThreads = kRowBlock>
+__device__ inline int64_t guess_rank(int64_t len, int32_t k) {
+  const int64_t rank = len > 0 ? 2 * int64_t(k) * BlockSelector<kThreads>::kTile / len : 0;
+  return len >= 8192 && rank >= 8 ? rank : 0;
+}
+
+// The staged kernels' sample rank (0: no guess; the rows kernel's condition): about
+// mu + 5 sigma, where mu = K x 2,048 / len is the mean number of the 2,048 samples above the
+// row's K-th score (binomial, sigma ~ sqrt(mu)), and at most the rows kernel's 2 mu. The
+// guess fails (the caller falls back) when more than that many samples beat the K-th score:
+// p ~ 3e-7 for mu >= 25.
+__device__ inline int64_t staged_guess_rank(int64_t len, int32_t k) {
+  const int64_t rank = guess_rank(len, k);
+  if (rank == 0) return 0;
+  const float mu = float(k) * float(RowSelector::kTile) / float(len);
+  return min(rank, int64_t(mu + 5.0f * sqrtf(mu)) + 1);
+}
+
+// Writes one row's outputs from a sorted blocked arrangement (n valid entries).
+template <int kSortItems>
+__device__ inline void write_row(const TopKArgs& a, int64_t row, const RowWindow& w, uint32_t status, int32_t n,
+                                 const uint64_t (&sorted)[kSortItems]) {
+  const TopKOutputs& o = a.out;
+  const float kNegInf = -__int_as_float(0x7f800000);
+#pragma unroll
+  for (int i = 0; i < kSortItems; ++i) {
+    const int32_t idx = int32_t(threadIdx.x) * kSortItems + i;
+    if (idx >= a.k) continue;
+    const bool real = idx < n;
+    const int32_t pos = real ? rank_key_position(sorted[i]) : -1;
+    o.positions[row * o.positions_row_stride + idx] = pos;
+    if (o.slots) o.slots[row * o.slots_row_stride + idx] = real ? int32_t(physical_slot(a.pages, w.request, pos)) : -1;
+    if (o.scores) o.scores[row * o.scores_row_stride + idx] = real ? rank_key_score(sorted[i]) : kNegInf;
+  }
+  if (threadIdx.x == 0) {
+    if (o.counts) o.counts[row] = n;
+    if (o.status) o.status[row] = status;
+  }
+}
+
+// Bits that hold every position of the problem: positions < max_context < 2^bits, so the
+// low word of a rank key (0xFFFFFFFF - position) is nonzero in them (BlockSelector::finish).
+__device__ inline int position_bits(const TopKArgs& a) {
+  const int64_t m = a.rows.max_context;
+  return m >= (int64_t{1} << 31) ? 32 : 64 - __clzll(m) + (m == 0);
+}
+
+// Pass 2 of the staged kernels (warp-wide): lane l's scores f[i] whose bit i of `pass` is
+// set, as rank keys of positions pos0 + i, in position order from cand[base + the passing
+// scores of the warp's lanes below l] on. Each lane starts at its bit `lane` (wrapping):
+// lanes full of candidates (an ascending row's last warps) then read and write different
+// banks at each step.
+__device__ inline void put_passing(uint64_t* cand, uint32_t base, uint64_t pass, const float* f, int32_t pos0,
+                                   int lane) {
+  const uint32_t mine = uint32_t(__popcll(pass));
+  uint32_t incl = mine;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += u;
+  }
+  const uint32_t at = base + incl - mine;
+  const uint64_t rotated = lane == 0 ? pass : (pass >> lane) | (pass << (64 - lane));
+#pragma unroll 1
+  for (uint64_t m = rotated; m != 0; m &= m - 1) {
+    const int bit = (__ffsll(static_cast<long long>(m)) - 1 + lane) & 63;
+    const uint32_t below = uint32_t(__popcll(pass & ((uint64_t{1} << bit) - 1)));
+    cand[at + below] = rank_key(f[bit], pos0 + bit);
+  }
+}
+
+// Over candidates st.cand[0, n) in position order: the K-th key (a radix select; none when
+// n <= K), then emit(index, key) for every key at or above it, index its place among them
+// in position order (warp w takes a run of the candidates; one scan over the warps'
+// counts). Returns min(K, n). warp_count: kRowBlock / 32 words of shared scratch.
+template <class Clock, class Emit>
+__device__ uint32_t keep_gathered(RowSelector::Storage& st, uint32_t n, uint32_t k, uint32_t* warp_count,
+                                  Clock& clock, long long& t, Emit&& emit) {
+  constexpr int kWarps = kRowBlock / 32;
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const uint64_t kth = n > k ? RowSelector::Select::kth(st.select, st.cand, n, k, int(threadIdx.x)) : 0ull;
+  clock.lap(kTopKProfileReduce, t);
+  const uint32_t chunk = ((n + kWarps - 1) / kWarps + 31) / 32 * 32;
+  const uint32_t c0 = min(uint32_t(warp) * chunk, n), c1 = min(c0 + chunk, n);
+  uint32_t mine = 0;
+  for (uint32_t i = c0 + lane; i < c1; i += 32) mine += st.cand[i] >= kth;
+  const uint32_t in_warp = __reduce_add_sync(0xffffffffu, mine);
+  if (lane == 0) warp_count[warp] = in_warp;
+  __syncthreads();
+  uint32_t at = 0;
+  for (int q = 0; q < warp; ++q) at += warp_count[q];
+  const uint32_t lower = (1u << lane) - 1u;
+  for (uint32_t i0 = c0; i0 < c1; i0 += 32) {  // warp-uniform
+    const uint32_t i = i0 + uint32_t(lane);
+    const uint64_t key = i < c1 ? st.cand[i] : 0ull;  // (rank keys are never 0)
+    const bool keep = i < c1 && key >= kth;
+    const uint32_t b = __ballot_sync(0xffffffffu, keep);
+    if (keep) emit(at + uint32_t(__popc(b & lower)), key);
+    at += uint32_t(__popc(b));
+  }
+  return min(n, k);
+}
+
+// A row's outputs from its gathered candidates (keep_gathered): by position, each kept key
+// written in place, then the padding; by rank, the kept keys through `ranked` ([K] keys of
+// shared memory outside st) and a block radix sort first.
+template <class Clock>
+__device__ void write_gathered_row(const TopKArgs& a, int64_t row, const RowWindow& w, uint32_t status,
+                                   RowSelector::Storage& st, uint32_t n, uint64_t* ranked, uint32_t* warp_count,
+                                   Clock& clock, long long& t) {
+  const bool by_rank = a.order == OutputOrder::kRank;
+  const TopKOutputs& o = a.out;
+  const uint32_t kept = keep_gathered(st, n, uint32_t(a.k), warp_count, clock, t, [&](uint32_t idx, uint64_t key) {
+    if (by_rank) {
+      ranked[idx] = key;
+      return;
+    }
+    const int32_t pos = rank_key_position(key);
+    o.positions[row * o.positions_row_stride + idx] = pos;
+    if (o.slots) o.slots[row * o.slots_row_stride + idx] = int32_t(physical_slot(a.pages, w.request, pos));
+    if (o.scores) o.scores[row * o.scores_row_stride + idx] = rank_key_score(key);
+  });
+  if (by_rank) {
+    __syncthreads();  // ranked is written; cand (which the sort's storage aliases) is read
+    uint64_t keys[RowSelector::kSortItems];
+#pragma unroll
+    for (int i = 0; i < RowSelector::kSortItems; ++i) {
+      const int idx = int(threadIdx.x) * RowSelector::kSortItems + i;
+      keys[i] = uint32_t(idx) < kept ? ranked[idx] : 0ull;  // 0: no key, sorts last
+    }
+    RowSelector::Storage::Sort sorter(st.sort);
+    sorter.SortDescending(keys);
+    write_row(a, row, w, status, int32_t(kept), keys);
+  } else {
+    const float kNegInf = -__int_as_float(0x7f800000);
+    for (int32_t i = int32_t(kept) + int32_t(threadIdx.x); i < a.k; i += kRowBlock) {
+      o.positions[row * o.positions_row_stride + i] = -1;
+      if (o.slots) o.slots[row * o.slots_row_stride + i] = -1;
+      if (o.scores) o.scores[row * o.scores_row_stride + i] = kNegInf;
+    }
+    if (threadIdx.x == 0) {
+      if (o.counts) o.counts[row] = int32_t(kept);
+      if (o.status) o.status[row] = status;
+    }
+  }
+  clock.lap(kTopKProfileWrite, t);
+}
+
+}  // namespace flashindexer::sm90
