@@ -124,7 +124,9 @@ class CudaBackend final : public BackendImpl {
     return Status::ok();
   }
   size_t workspace_bytes(const IndexerProblem& p, Operator op, const Launch&) const override {
-    return op == Operator::kFusedTopK ? sm90::fused_topk_workspace_bytes(p, scorer_plan(p, op)) : 0;
+    return op == Operator::kFusedTopK ? sm90::fused_topk_workspace_bytes(p, scorer_plan(p, op), staged_plan(p),
+                                                                          device().smem_optin)
+                                      : 0;
   }
   size_t workspace_bytes(const TopKProblem& p, const Launch&) const override {
     return plan_topk(p.rows.rows(), p.rows.max_context, p.k, device().num_sms, device().clusters).workspace_bytes;
@@ -141,7 +143,8 @@ class CudaBackend final : public BackendImpl {
     return launch_status(sm90::topk_over_logits(args, static_cast<cudaStream_t>(l.stream)), "topk_over_logits");
   }
   Status fused_topk(const IndexerProblem& p, const TopKOutputs& out, const Launch& l) const override {
-    const sm90::FusedTopKArgs args{&p, out, scorer_plan(p, Operator::kFusedTopK), l.workspace, device().smem_optin};
+    const sm90::FusedTopKArgs args{&p, out, scorer_plan(p, Operator::kFusedTopK), l.workspace,
+                                   device().smem_optin, staged_plan(p)};
     return launch_status(sm90::fused_topk(args, static_cast<cudaStream_t>(l.stream)), "fused_topk");
   }
 
@@ -164,6 +167,11 @@ class CudaBackend final : public BackendImpl {
     return plan_scorer(p.rows.form == RowForm::kDecode, p.rows.rows(), p.rows.next_n, p.rows.num_requests,
                        p.queries.num_heads, p.rows.max_context, device().num_sms,
                        op == Operator::kDenseLogits ? kScorerMinChunkDense : kScorerMinChunk);
+  }
+  // Decode rows of one request each may take the fused cluster path (fused_staged.cu).
+  FusedStagedPlan staged_plan(const IndexerProblem& p) const {
+    if (p.rows.form != RowForm::kDecode || p.rows.next_n != 1) return {};
+    return plan_fused_staged(p.rows.rows(), p.rows.max_context, device().num_sms, device().clusters);
   }
   const Device& device() const {
     std::call_once(once_, [this] { device_ = discover(); });

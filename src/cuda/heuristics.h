@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 
@@ -251,6 +252,52 @@ inline int32_t fused_sample_tiles(int32_t cap, int32_t k, int32_t step_puts, int
   const int64_t limit = int64_t(cap) - 2 * int64_t(vote_every) * step_puts;
   if (step_puts <= 0 || vote_every <= 0 || limit <= k) return 0;
   return int32_t(limit / step_puts / vote_every * vote_every);
+}
+
+// Fused operator, decode rows of one request each (next_n = 1) with mxfp4 keys on the
+// register-key path (fused_staged.cu): a row's positions split into `segments` of `cluster`
+// chunks of `chunk` positions (<= kTopKStagedMaxChunk: one CTA's stage of fp32 scores in
+// shared memory); a cluster of `cluster` CTAs scores a segment and selects its top K as
+// kStaged does; with several segments their top K go to the workspace and the merge kernel
+// (rows x segments x (8 K + 8) bytes: at most kFusedStagedMaxSegments per row). Chosen by a
+// cost in positions per CTA: the waves of clusters (cap.at: clusters at once) times the chunk
+// plus the finish, plus the merge when there are segments. cluster 0: not this path.
+// Experiment knob (host code: set it in CMAKE_CXX_FLAGS): FI_FUSED_STAGED=0 leaves it out.
+#ifndef FI_FUSED_STAGED
+#define FI_FUSED_STAGED 1
+#endif
+inline constexpr int kFusedStagedMaxSegments = 16;
+inline constexpr int64_t kFusedStagedFinishCost = 2048;  // positions' worth of a CTA's finish (estimated)
+inline constexpr int64_t kFusedStagedMergeCost = 2048;   // and of the merge kernel (estimated)
+
+struct FusedStagedPlan {
+  int cluster = 0;   // CTAs per segment (2, 4 or 8); 0: not this path
+  int segments = 1;  // per row
+  int64_t chunk = 0; // positions per CTA, a multiple of kScorerTile
+  int64_t ctas_per_row() const { return int64_t(cluster) * segments; }
+};
+
+inline FusedStagedPlan plan_fused_staged(int64_t rows, int64_t max_context, int num_sms, const ClusterCapacity& cap) {
+  FusedStagedPlan best;
+  if (!FI_FUSED_STAGED || rows <= 0 || max_context <= 0) return best;
+  int64_t best_cost = INT64_MAX;
+  for (const int c : {2, 4, 8}) {
+    const int64_t fit = cap.at(c, num_sms);
+    if (fit <= 0) continue;
+    for (int s = 1; s <= kFusedStagedMaxSegments; ++s) {
+      const int64_t per = (max_context + int64_t(c) * s - 1) / (int64_t(c) * s);
+      const int64_t chunk = (per + kScorerTile - 1) / kScorerTile * kScorerTile;
+      if (chunk > kTopKStagedMaxChunk) continue;
+      if ((max_context + chunk - 1) / chunk <= int64_t(c) * (s - 1)) break;  // a segment would be empty
+      const int64_t waves = (rows * s + fit - 1) / fit;
+      const int64_t cost = waves * (chunk + kFusedStagedFinishCost) + (s > 1 ? kFusedStagedMergeCost : 0);
+      if (cost < best_cost) {
+        best_cost = cost;
+        best = {c, s, chunk};
+      }
+    }
+  }
+  return best;
 }
 
 }  // namespace flashindexer::cuda

@@ -8,6 +8,7 @@
 #include "cuda/heuristics.h"
 #include "cuda/sm90/fused_topk.h"
 #include "cuda/sm90/sampled_start.h"
+#include "cuda/sm90/topk_over_logits.h"
 #include "gpu/gpu_util.h"
 
 namespace fit {
@@ -320,6 +321,68 @@ TEST(GpuFused, DecodeRowsSplitAndMerged) {
     }
 }
 
+// The decode cluster path (fused_staged.cu; mxfp4, next_n = 1): the plan the backend takes
+// for a decode problem, from this device's cluster capacity (as the backend asks it).
+flashindexer::cuda::FusedStagedPlan staged_plan_of(const HostProblem& h) {
+  int sms = 0;
+  EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  const auto capacity = [](int c) {
+    const int n = sm90::staged_cluster_capacity(c);
+    return n > 0 ? n : -1;
+  };
+  const flashindexer::cuda::ClusterCapacity cap{capacity(2), capacity(4), capacity(8)};
+  return flashindexer::cuda::plan_fused_staged(h.rows(), h.max_context, sms, cap);
+}
+
+// Every branch of the cluster path against dense + TopK: one segment per row (the row's
+// outputs from CTA 0) and several (their top K merged), segments that fit the candidate
+// buffer whole, segments that take the sampled guess, and segments whose candidates
+// overflow it or whose guess lies at the NaN level (the specials generator's rows of -0
+// weights, +inf or NaN weights: CTA 0 then streams the cluster's stages), rows shorter
+// than K, both orders, H = 32, 128-token pages at a padded stride.
+TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
+  SKIP_WITHOUT_GPU();
+  int optin = 0;
+  GPU_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+  bool one_segment = false, segments = false;
+  auto check = [&](const SyntheticSpec& s, const std::string& what) {
+    const HostProblem h = make(s);
+    const auto plan = staged_plan_of(h);
+    DeviceProblem d(h);
+    ASSERT_TRUE(sm90::fused_staged_applies(d.p, plan, size_t(optin))) << what;
+    one_segment |= plan.segments == 1;
+    segments |= plan.segments > 1;
+    expect_fused_exact(h, what + ": " + std::to_string(plan.segments) + " x " + std::to_string(plan.cluster) +
+                              " x " + std::to_string(plan.chunk));
+  };
+  auto decode = [](Generator g, int32_t requests, int64_t context, int32_t k, uint64_t seed) {
+    SyntheticSpec s = spec(CacheFormat::kMxfp4, g, 0, requests, context, k, seed);
+    s.form = RowForm::kDecode;
+    return s;
+  };
+  for (Generator g : kAllGenerators)  // segments of a few thousand positions: every position a candidate
+    check(decode(g, 5, 40000, 512, 130 + uint64_t(g)), std::string("5 x 40,000 ") + to_string(g));
+  for (OutputOrder order : {OutputOrder::kPosition, OutputOrder::kRank}) {
+    SyntheticSpec s = decode(Generator::kGaussian, 60, 20000, 2048, 150 + uint64_t(order));
+    s.order = order;  // one segment of 20,000 per row: the guess
+    check(s, std::string("60 x 20,000 k 2048") + (order == OutputOrder::kRank ? " by rank" : " by position"));
+  }
+  check(decode(Generator::kSpecials, 60, 20000, 512, 160), "60 x 20,000 specials");  // fallbacks
+  check(decode(Generator::kGaussian, 32, 65536, 2048, 161), "32 x 65,536");  // segments with the guess
+  check(decode(Generator::kGaussian, 8, 3000, 2048, 162), "8 x 3,000 k 2048");  // rows shorter than K
+  SyntheticSpec s = decode(Generator::kStructured, 60, 20000, 512, 163);
+  s.num_heads = 32;
+  s.order = OutputOrder::kRank;
+  check(s, "H 32 by rank");
+  s = decode(Generator::kPlateau, 24, 30000, 1024, 164);
+  s.page_size = 128;
+  s.page_stride = page_payload_bytes(CacheFormat::kMxfp4, 128) + 4096;
+  s.weight_type = WeightType::kBF16;
+  check(s, "page 128, padded, bf16 weights");
+  EXPECT_TRUE(one_segment) << "no case took one segment per row";
+  EXPECT_TRUE(segments) << "no case took several segments per row";
+}
+
 TEST(GpuFused, PoolBeyond4GiB) {
   SKIP_WITHOUT_GPU();
   const HostProblem h = make(spec(CacheFormat::kMxfp4, Generator::kGaussian, 8, 2, 3000, 512, 70));
@@ -474,8 +537,15 @@ TEST(GpuFused, SanitizerSmallCases) {
   s.next_n = 2;
   expect_fused_exact(make(s), "sanitizer fp8 decode split");
   SyntheticSpec m = spec(CacheFormat::kMxfp4, Generator::kGaussian, 0, 1, 9000, 512, 122);
-  m.form = RowForm::kDecode;  // the register-key path, split
-  expect_fused_exact(make(m), "sanitizer mxfp4 decode split");
+  m.form = RowForm::kDecode;  // the cluster path (fused_staged.cu), one segment: every position a candidate
+  expect_fused_exact(make(m), "sanitizer mxfp4 decode cluster");
+  m = spec(CacheFormat::kMxfp4, Generator::kSpecials, 0, 6, 16000, 512, 123);
+  m.form = RowForm::kDecode;  // the guess, and the fallback stream (rows of -0, inf or NaN weights)
+  expect_fused_exact(make(m), "sanitizer mxfp4 decode cluster, guess and fallback");
+  m = spec(CacheFormat::kMxfp4, Generator::kGaussian, 0, 1, 40000, 512, 124);
+  m.form = RowForm::kDecode;  // several segments, merged
+  m.order = OutputOrder::kRank;
+  expect_fused_exact(make(m), "sanitizer mxfp4 decode cluster segments");
 }
 
 // memcheck only (tools/device.sh): the sampled start, its guess failing, and the repair launch.

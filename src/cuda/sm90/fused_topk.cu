@@ -393,7 +393,9 @@ bool samples(const IndexerProblem& p, const cuda::ScorerPlan& plan) {
 size_t repair_flags_bytes(const IndexerProblem& p) { return size_t(p.rows.rows()) * sizeof(uint32_t); }
 }  // namespace
 
-size_t fused_topk_workspace_bytes(const IndexerProblem& p, const cuda::ScorerPlan& plan) {
+size_t fused_topk_workspace_bytes(const IndexerProblem& p, const cuda::ScorerPlan& plan,
+                                  const cuda::FusedStagedPlan& staged, size_t smem_limit) {
+  if (fused_staged_applies(p, staged, smem_limit)) return fused_staged_workspace_bytes(p, staged);
   const size_t splits = plan.max_splits > 1 ? SplitCandidates::bytes(p.rows.rows(), plan.max_splits, p.k) : 0;
   return std::max(splits, samples(p, plan) ? repair_flags_bytes(p) : size_t{0});
 }
@@ -402,6 +404,8 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   const IndexerProblem& p = *args.problem;
   const int64_t rows = p.rows.rows();
   if (rows == 0 || args.plan.ctas() == 0) return cudaSuccess;
+  if (fused_staged_applies(p, args.staged, args.smem_limit))
+    return fused_staged_topk(p, args.out, args.staged, args.workspace, stream);
   const ScorerArgs a = scorer_args(p, args.plan);
   const int32_t step = cuda::fused_step_puts(p.queries.num_heads, args.plan.rows_per_group);
   FusedParams f;

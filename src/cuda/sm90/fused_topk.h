@@ -16,7 +16,17 @@ struct FusedTopKArgs {
   cuda::ScorerPlan plan;      // the dense-logits operator's plan: the same scores, bit for bit
   void* workspace;            // fused_topk_workspace_bytes()
   size_t smem_limit;          // the device's opt-in shared memory per block
+  cuda::FusedStagedPlan staged;  // decode rows that fused_staged_applies() to take fused_staged.cu
 };
+
+// Whether the plan's cluster path (fused_staged.cu) serves this problem: decode rows of
+// next_n = 1, mxfp4, H 64 or 32, a plan with clusters, and its shared memory within smem_limit.
+bool fused_staged_applies(const IndexerProblem& p, const cuda::FusedStagedPlan& plan, size_t smem_limit);
+// Its workspace: the segments' local top K when a row has several (SplitCandidates).
+size_t fused_staged_workspace_bytes(const IndexerProblem& p, const cuda::FusedStagedPlan& plan);
+// Enqueues the cluster path (and the merge when rows have several segments).
+cudaError_t fused_staged_topk(const IndexerProblem& p, const TopKOutputs& out, const cuda::FusedStagedPlan& plan,
+                              void* workspace, cudaStream_t stream);
 
 // Candidate keys per row that the fused kernel of this shape holds within smem_limit;
 // 0 when the shape has no kernel.
@@ -29,8 +39,10 @@ int32_t fused_topk_min_capacity(int32_t k, int32_t heads, int32_t rows_per_group
 // Caller-owned scratch: room for the splits' local top K (rows x plan.max_splits x K rank
 // keys) when rows can be split, and the sampled start's repair flags (rows x 4 bytes) when
 // the groups have 256 query columns; the larger of the two (one split uses the flags, several
-// the keys). Independent of max_context: plan_scorer bounds the splits by the SM count.
-size_t fused_topk_workspace_bytes(const IndexerProblem& p, const cuda::ScorerPlan& plan);
+// the keys). Independent of max_context: plan_scorer bounds the splits by the SM count. Rows
+// that take the cluster path: fused_staged_workspace_bytes (at most 16 segments per row).
+size_t fused_topk_workspace_bytes(const IndexerProblem& p, const cuda::ScorerPlan& plan,
+                                  const cuda::FusedStagedPlan& staged, size_t smem_limit);
 
 // Builds with -DFI_FUSED_PROFILE=1 (an experiment knob): per-phase sums of consumer thread
 // 0's clock64 over every CTA since the last reset. out[kProfileCtas] counts the CTAs.

@@ -28,6 +28,11 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       : "memory");
 }
 
+// Ends a barrier's life, so that its words may be used for other data.
+__device__ __forceinline__ void mbar_inval(uint64_t* bar) {
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+
 // Makes this thread's mbarrier.init visible to the async proxy (bulk copies that
 // complete transactions on the barrier) and to the cluster.
 __device__ __forceinline__ void fence_mbarrier_init() {

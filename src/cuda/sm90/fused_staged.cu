@@ -1,0 +1,351 @@
+// flashindexer sm_90a: the fused indexer TopK for decode rows, a cluster of CTAs per row
+// segment with the scores staged in shared memory (fused_topk's decode path for groups of
+// one row on the register-key path: mxfp4, next_n = 1, H = 64 or 32).
+//
+// Purpose: the outputs of fused_topk.cu, bit-identical to dense_logits.cu followed by
+//   topk_over_logits.cu: the scores come from the dense kernel's scorer (paged_scorer.cuh,
+//   three consumer warpgroups, the same bits) and the selection is exact under the same rank
+//   keys.
+// Algorithm (heuristics.h plan_fused_staged): a row's positions split into S segments of C
+//   chunks; a cluster of C CTAs scores a segment, each CTA one chunk, its sink storing every
+//   score in the CTA's stage (fp32 [chunk] in shared memory). Then, as topk_staged_kernel
+//   does over logits (staged_select.cuh):
+//   1. every CTA reads the same 2,048 samples of the segment's window from the cluster's
+//      stages (distributed shared memory) and takes the same guess tau, a radix floor at
+//      about mu + 5 sigma samples; none when the window fits the candidate buffer, which
+//      then takes every position;
+//   2. two passes over the stage keep the rank keys of its scores >= tau's, in position order;
+//   3. when the segment's candidates are at least min(K, L) and fit, every score left out is
+//      below all of them, so its top K is among them: CTA 0 gathers them and keeps the K
+//      best in position order; S = 1: the row's outputs (by rank: after a block radix sort);
+//      S > 1: to the workspace, merged by topk_over_logits.cu's merge kernel (as fused_topk's
+//      split rows);
+//   4. otherwise (a failed guess, a full buffer) CTA 0 streams every stage of the cluster
+//      through a BlockSelector (exact).
+// Warp roles: scoring as the dense kernel (warpgroup 0 produces, 1-3 consume; setmaxnreg
+//   40 / 152); then all 512 threads select, at 128 registers each.
+// Shared memory: max(scorer ~77 KiB, RowSelector storage ~88 KiB), which the selection
+//   aliases once the scoring is done, + the stage (chunk x 4 B, at most 128 KiB; 16 KiB at
+//   least: rank order sorts K keys there): one CTA per SM.
+#include <cooperative_groups.h>
+
+#include "fused_topk.h"
+#include "paged_scorer.cuh"
+#include "phase_clock.cuh"
+#include "staged_select.cuh"
+
+namespace flashindexer::sm90 {
+namespace {
+
+namespace cg = cooperative_groups;
+constexpr int kThreads = kRowBlock;  // the scorer's producer and three consumer warpgroups
+constexpr int kWarps = kThreads / 32;
+constexpr int kPassBits = 64;        // one 64-bit pass mask per lane: 16 float4
+static_assert(cuda::kTopKStagedMaxChunk / 4 <= kPassBits / 4 * kThreads, "a chunk's float4 fit the lanes' masks");
+using NoClock = PhaseClock<kTopKProfileSlots, false>;
+// Registers of a producer thread (the rest go to the consumers, within the launch's 512 x 128;
+// the dense kernel's split is 40 / 152).
+#ifndef FI_STAGED_PRODUCER_REGS
+#define FI_STAGED_PRODUCER_REGS 48
+#endif
+constexpr int kConsumerRegs = (kThreads * 128 - 128 * FI_STAGED_PRODUCER_REGS) / 384 / 8 * 8;
+
+struct StagedParams {
+  TopKOutputs out;
+  int32_t k;
+  OutputOrder order;
+  int32_t segments;    // per row; the cluster is a.g.splits / segments CTAs
+  SplitCandidates ws;  // segments > 1
+};
+
+struct StagedShared {
+  int64_t split, c0, c1;  // this CTA's split and chunk [c0, c1), kept here across the scoring
+  uint32_t warp_count[kWarps];
+  uint32_t count;  // this CTA's candidates
+  uint32_t nan;    // a NaN among this CTA's scores
+};
+
+struct StageSink {  // positions < max_context <= INT32_MAX
+  static constexpr bool kLockstep = false;
+  float* stage;
+  int32_t c0;
+  __device__ void put(int, int64_t, int64_t pos, float v) const { stage[int32_t(pos) - c0] = v; }
+};
+
+template <class Smem>
+constexpr size_t stage_offset() {
+  const size_t s = sizeof(Smem) > sizeof(RowSelector::Storage) ? sizeof(Smem) : sizeof(RowSelector::Storage);
+  return (s + 127) / 128 * 128;
+}
+constexpr size_t kMinStageBytes = size_t(kMaxK) * 8;
+
+template <class Smem>
+size_t staged_smem_bytes(int64_t chunk) {
+  return 1024 + stage_offset<Smem>() + std::max(size_t(chunk) * 4, kMinStageBytes);
+}
+
+template <int kHeads, ScoreAccuracy kAccuracy>
+__global__ void __launch_bounds__(kThreads, 1)
+    fused_staged_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ StagedParams f) {
+  using Core = PagedScorer<CacheFormat::kMxfp4, kHeads, 1, kAccuracy, 3>;
+  static_assert(Core::kThreads == kThreads);
+  extern __shared__ uint8_t smem_raw[];
+  auto& sm = carve<typename Core::Smem>(smem_raw);
+  uint8_t* base = reinterpret_cast<uint8_t*>(&sm);
+  float* stage = reinterpret_cast<float*>(base + stage_offset<typename Core::Smem>());
+  __shared__ StagedShared ss;
+  {
+    const int64_t cta = blockIdx.x;
+    const int64_t group = a.g.groups - 1 - cta / a.g.splits;
+    const int64_t split = cta % a.g.splits;
+    const int64_t c0 = min(split * a.g.chunk, a.rows.max_context), c1 = min(c0 + a.g.chunk, a.rows.max_context);
+    if (threadIdx.x == 0) {
+      ss.split = split;
+      ss.c0 = c0;
+      ss.c1 = c1;
+    }
+    Core::setup(a, sm, group, c0, c1);  // ends with a CTA barrier
+
+    if (threadIdx.x < 128) {
+      ptx::regs_dealloc<FI_STAGED_PRODUCER_REGS>();
+      Core::produce(a, sm);
+      ptx::regs_alloc<128>();
+    } else {
+      ptx::regs_alloc<kConsumerRegs>();
+      StageSink sink{stage, int32_t(c0)};
+      Core::consume(sm, int(threadIdx.x) / 128 - 1, sink);
+      ptx::regs_dealloc<128>();
+    }
+  }
+  __syncthreads();  // every score is staged; the consumers' NaN flag is in sm.rows[0]
+  // (The CTA's coordinates come back from shared memory: nothing but the scorer's own state
+  // stays in registers through the scoring.)
+  const cg::cluster_group cluster = cg::this_cluster();
+  const uint32_t rank = cluster.block_rank(), ctas = cluster.num_blocks();
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const int64_t split = ss.split, c0 = ss.c0, c1 = ss.c1;
+  const int64_t max_context = a.rows.max_context;
+  const GroupRow gr = sm.rows[0];
+  if (threadIdx.x < Core::kStages) {  // their words become the selector's
+    ptx::mbar_inval(&sm.full[threadIdx.x]);
+    ptx::mbar_inval(&sm.empty[threadIdx.x]);
+  }
+  __syncthreads();
+  auto& st = *reinterpret_cast<RowSelector::Storage*>(base);  // aliases the scorer's shared memory
+
+  // The segment: positions [seg0, seg1) of the row, in-window [lo, hi) (empty for a failed row).
+  const int64_t chunk = a.g.chunk;
+  const int64_t seg0 = min((split - rank) * chunk, max_context);
+  const int64_t seg1 = min(seg0 + int64_t(ctas) * chunk, max_context);
+  const int64_t lo = min(max(seg0, int64_t(gr.start)), seg1);
+  const int64_t hi = max(lo, min(seg1, int64_t(gr.end)));
+  const int64_t len = hi - lo;
+  const bool take_all = len <= RowSelector::kCap;
+  const int64_t need = take_all ? 0 : staged_guess_rank(len, f.k);
+  cluster.sync();  // every stage of the segment is written
+
+  // 1. The guess, from the same samples in every CTA.
+  uint64_t tau = 0;
+  if (need > 0) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int i = int(threadIdx.x) * 4 + j;
+      const int64_t p = lo + int64_t(i) * len / RowSelector::kTile;
+      const int64_t owner = (p - seg0) / chunk;
+      const float* remote = cluster.map_shared_rank(stage, unsigned(owner));
+      st.cand[i] = rank_key(remote[p - seg0 - owner * chunk], int32_t(p));
+    }
+    __syncthreads();
+    const uint32_t n = uint32_t(need);
+    tau = RowSelector::Select::floor_of_kth(st.select, st.cand, RowSelector::kTile, n, n + n / 2, int(threadIdx.x));
+  }
+  const bool guessed = need > 0 && uint32_t(tau >> 32) != 0u;  // (a guess at the NaN level falls back)
+
+  // 2. This CTA's candidates in position order: lane l owns float4 [l0, l1) of its warp's
+  // run, visited rotated by the lane (no bank conflicts); bit 4 it + j of `pass`: score
+  // 4 (l0 + it) + j of the stage is in the window and (unless every position is taken)
+  // >= tau's score.
+  uint32_t total = 0;
+  if (take_all || guessed) {
+    const float f_tau = guessed ? key_to_float(uint32_t(tau >> 32)) : 0.0f;
+    const int32_t v_lo = int32_t(max(c0, lo) - c0), v_hi = int32_t(min(c1, hi) - c0);  // the stage's in-window cells
+    const int32_t nv = int32_t((c1 - c0 + 3) / 4);
+    const int32_t wper = ((nv + kWarps - 1) / kWarps + 31) / 32 * 32;
+    const int32_t wv0 = min(warp * wper, nv), wv1 = min(wv0 + wper, nv);
+    const int32_t lane_n = wper / 32;  // <= kPassBits / 4
+    const int32_t l0 = min(wv0 + lane * lane_n, wv1), l1 = min(l0 + lane_n, wv1);
+    const int32_t rot = lane_n > 0 ? lane % lane_n : 0;
+    const float4* stage4 = reinterpret_cast<const float4*>(stage);
+    uint64_t pass = 0;
+#pragma unroll 1
+    for (int32_t step = 0; step < lane_n; ++step) {
+      const int32_t it = step + rot < lane_n ? step + rot : step + rot - lane_n;
+      if (l0 + it >= l1) continue;
+      const float4 v = stage4[l0 + it];
+      const float x[4] = {v.x, v.y, v.z, v.w};
+      const int32_t e = (l0 + it) * 4;
+      uint32_t b = 0;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) b |= uint32_t(e + j >= v_lo && e + j < v_hi && (take_all || x[j] >= f_tau)) << j;
+      pass |= uint64_t(b) << (4 * it);
+    }
+    const uint32_t in_warp = __reduce_add_sync(0xffffffffu, uint32_t(__popcll(pass)));
+    if (lane == 0) ss.warp_count[warp] = in_warp;
+    __syncthreads();
+    uint32_t before = 0;
+    for (int q = 0; q < kWarps; ++q) {
+      before += q < warp ? ss.warp_count[q] : 0u;
+      total += ss.warp_count[q];
+    }
+    if (total <= uint32_t(RowSelector::kCap))
+      put_passing(st.cand, before, pass, stage + int64_t(l0) * 4, int32_t(c0 + int64_t(l0) * 4), lane);
+  }
+  if (threadIdx.x == 0) {
+    ss.count = total;
+    ss.nan = gr.nan;
+  }
+  cluster.sync();  // every CTA's candidates, count and NaN flag are published
+
+  // 3. The same decision in every CTA: the segment's candidates, when they hold its top K.
+  uint32_t n = 0;
+  bool fits = true, nan = false;
+  for (uint32_t q = 0; q < ctas; ++q) {
+    const StagedShared* r = cluster.map_shared_rank(&ss, q);
+    const uint32_t c = r->count;
+    fits &= c <= uint32_t(RowSelector::kCap);
+    n += c;
+    nan |= r->nan != 0u;
+  }
+  const bool selected = (take_all || guessed) && fits && n <= uint32_t(RowSelector::kCap) &&
+                        (take_all || n >= uint32_t(f.k));
+  RowSelector sel(st, f.k);  // step 4's (CTA 0); it leaves the candidates alone
+  if (rank == 0) {
+    if (selected) {  // in CTA order: position order
+      uint32_t at = ss.count;
+      for (uint32_t q = 1; q < ctas; ++q) {
+        const uint32_t c = cluster.map_shared_rank(&ss, q)->count;
+        const uint64_t* remote = cluster.map_shared_rank(st.cand, q);
+        for (uint32_t i = threadIdx.x; i < c; i += kThreads) st.cand[at + i] = remote[i];
+        at += c;
+      }
+    } else {  // 4. every in-window score of the segment through the selector, from every stage
+      for (uint32_t q = 0; q < ctas; ++q) {
+        const float* remote = cluster.map_shared_rank(stage, q);
+        const int64_t q0 = min(seg0 + int64_t(q) * chunk, seg1), q1 = min(q0 + chunk, seg1);
+        for (int64_t p0 = q0; p0 < q1; p0 += RowSelector::kTile) {
+          uint64_t rk[4];
+          bool valid[4];
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const int64_t p = p0 + j * kThreads + threadIdx.x;
+            valid[j] = p >= lo && p < hi;
+            rk[j] = valid[j] ? rank_key(remote[p - q0], int32_t(p)) : 0ull;
+          }
+          sel.push_tile(rk, valid);
+        }
+      }
+    }
+  }
+  cluster.sync();  // CTA 0 has read every other CTA's shared memory: they may exit
+  if (rank != 0 || gr.row < 0) return;
+
+  const int64_t row = gr.row;
+  const RowWindow w{gr.request, gr.start, gr.end, gr.status};
+  const uint32_t status = gr.status | (nan ? row_status::kHasNaN : 0u);
+  const TopKArgs ta{nullptr, 0, a.rows, a.cache.pages, f.k, f.order, f.out, 1, nullptr};
+  NoClock clock;
+  long long t = 0;
+  if (f.segments == 1) {
+    if (selected) {
+      write_gathered_row(ta, row, w, status, st, n, reinterpret_cast<uint64_t*>(stage), ss.warp_count, clock, t);
+    } else {
+      uint64_t sorted[RowSelector::kSortItems];
+      const int32_t kept = sel.finish(f.order == OutputOrder::kRank, sorted, position_bits(ta), w.start, w.length());
+      write_row(ta, row, w, status, kept, sorted);
+    }
+    return;
+  }
+  // S > 1: the segment's top K (unsorted) to its workspace slot.
+  const int64_t slot = row * f.segments + (split / ctas);
+  uint64_t* keys = f.ws.keys + slot * f.k;
+  uint32_t kept;
+  if (selected) {
+    kept = keep_gathered(st, n, uint32_t(f.k), ss.warp_count, clock, t, [&](uint32_t i, uint64_t key) { keys[i] = key; });
+  } else {
+    kept = uint32_t(sel.gather());
+    for (uint32_t i = threadIdx.x; i < kept; i += kThreads) keys[i] = sel.candidates()[i];
+  }
+  if (threadIdx.x == 0) {
+    f.ws.counts[slot] = kept;
+    f.ws.nan[slot] = nan ? 1u : 0u;
+  }
+}
+
+template <int kHeads>
+using StagedSmem = typename PagedScorer<CacheFormat::kMxfp4, kHeads, 1, ScoreAccuracy::kFp32, 3>::Smem;
+
+template <int kHeads>
+cudaError_t launch(const ScorerArgs& a, const StagedParams& f, int cluster, cudaStream_t stream) {
+  auto kernel = a.accuracy == ScoreAccuracy::kReduced ? fused_staged_kernel<kHeads, ScoreAccuracy::kReduced>
+                                                      : fused_staged_kernel<kHeads, ScoreAccuracy::kFp32>;
+  const size_t smem = staged_smem_bytes<StagedSmem<kHeads>>(a.g.chunk);
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+      e != cudaSuccess)
+    return e;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = unsigned(cluster);
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(a.g.ctas()));
+  cfg.blockDim = dim3(unsigned(kThreads));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, a, f);
+}
+
+}  // namespace
+
+bool fused_staged_applies(const IndexerProblem& p, const cuda::FusedStagedPlan& plan, size_t smem_limit) {
+  if (plan.cluster <= 0 || p.rows.form != RowForm::kDecode || p.rows.next_n != 1 ||
+      p.cache.format != CacheFormat::kMxfp4 || !ScorerSmem<64, true>::kRegKeys)
+    return false;
+  const size_t smem = p.queries.num_heads == 64   ? staged_smem_bytes<StagedSmem<64>>(plan.chunk)
+                      : p.queries.num_heads == 32 ? staged_smem_bytes<StagedSmem<32>>(plan.chunk)
+                                                  : SIZE_MAX;
+  return smem <= smem_limit;
+}
+
+size_t fused_staged_workspace_bytes(const IndexerProblem& p, const cuda::FusedStagedPlan& plan) {
+  return plan.segments > 1 ? SplitCandidates::bytes(p.rows.rows(), plan.segments, p.k) : 0;
+}
+
+cudaError_t fused_staged_topk(const IndexerProblem& p, const TopKOutputs& out, const cuda::FusedStagedPlan& plan,
+                              void* workspace, cudaStream_t stream) {
+  const int64_t rows = p.rows.rows();
+  if (rows == 0) return cudaSuccess;
+  cuda::ScorerPlan g;
+  g.rows_per_group = 1;
+  g.group_stride = 1;
+  g.groups = rows;
+  g.splits = int32_t(plan.ctas_per_row());
+  g.max_splits = g.splits;
+  g.chunk = plan.chunk;
+  const ScorerArgs a = scorer_args(p, g);
+  StagedParams f;
+  f.out = out;
+  f.k = p.k;
+  f.order = p.order;
+  f.segments = plan.segments;
+  f.ws = plan.segments > 1 ? SplitCandidates::in(workspace, rows, plan.segments, p.k) : SplitCandidates{};
+  const cudaError_t e = p.queries.num_heads == 32 ? launch<32>(a, f, plan.cluster, stream)
+                                                  : launch<64>(a, f, plan.cluster, stream);
+  if (e != cudaSuccess || plan.segments <= 1) return e;
+  TopKArgs m{nullptr, 0, p.rows, p.cache.pages, p.k, p.order, out, plan.segments, workspace};
+  return topk_merge_splits(m, stream);
+}
+
+}  // namespace flashindexer::sm90
