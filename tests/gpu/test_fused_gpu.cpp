@@ -536,14 +536,21 @@ TEST(GpuFused, SanitizerSmallCases) {
   s.form = RowForm::kDecode;
   s.next_n = 2;
   expect_fused_exact(make(s), "sanitizer fp8 decode split");
-  SyntheticSpec m = spec(CacheFormat::kMxfp4, Generator::kGaussian, 0, 1, 9000, 512, 122);
+  SyntheticSpec m = spec(CacheFormat::kMxfp4, Generator::kGaussian, 0, 1, 3000, 512, 122);
   m.form = RowForm::kDecode;  // the cluster path (fused_staged.cu), one segment: every position a candidate
   expect_fused_exact(make(m), "sanitizer mxfp4 decode cluster");
-  m = spec(CacheFormat::kMxfp4, Generator::kSpecials, 0, 6, 16000, 512, 123);
-  m.form = RowForm::kDecode;  // the guess, and the fallback stream (rows of -0, inf or NaN weights)
+}
+
+// memcheck only (tools/device_prebuilt.sh): the decode cluster path's guess, its fallback
+// stream over clusters of 8 CTAs whose chunks are longer than a selector tile (rows of -0,
+// inf or NaN weights; windows of 15,000 .. 30,000 positions), and several segments merged.
+TEST(GpuFused, SanitizerDecodeClusters) {
+  SKIP_WITHOUT_GPU();
+  SyntheticSpec m = spec(CacheFormat::kMxfp4, Generator::kSpecials, 0, 6, 30000, 512, 123);
+  m.form = RowForm::kDecode;
   expect_fused_exact(make(m), "sanitizer mxfp4 decode cluster, guess and fallback");
   m = spec(CacheFormat::kMxfp4, Generator::kGaussian, 0, 1, 40000, 512, 124);
-  m.form = RowForm::kDecode;  // several segments, merged
+  m.form = RowForm::kDecode;
   m.order = OutputOrder::kRank;
   expect_fused_exact(make(m), "sanitizer mxfp4 decode cluster segments");
 }

@@ -232,13 +232,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (uint32_t q = 0; q < ctas; ++q) {
         const float* remote = cluster.map_shared_rank(stage, q);
         const int64_t q0 = min(seg0 + int64_t(q) * chunk, seg1), q1 = min(q0 + chunk, seg1);
+        const int64_t v0 = max(q0, lo), v1 = min(q1, hi);  // CTA q's in-window positions
         for (int64_t p0 = q0; p0 < q1; p0 += RowSelector::kTile) {
           uint64_t rk[4];
           bool valid[4];
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             const int64_t p = p0 + j * kThreads + threadIdx.x;
-            valid[j] = p >= lo && p < hi;
+            valid[j] = p >= v0 && p < v1;
             rk[j] = valid[j] ? rank_key(remote[p - q0], int32_t(p)) : 0ull;
           }
           sel.push_tile(rk, valid);
