@@ -267,8 +267,15 @@ inline int32_t fused_sample_tiles(int32_t cap, int32_t k, int32_t step_puts, int
 #define FI_FUSED_STAGED 1
 #endif
 inline constexpr int kFusedStagedMaxSegments = 16;
-inline constexpr int64_t kFusedStagedFinishCost = 2048;  // positions' worth of a CTA's finish (estimated)
-inline constexpr int64_t kFusedStagedMergeCost = 2048;   // and of the merge kernel (estimated)
+// Experiment knobs (host code): the cost model's constants, in positions of one CTA's chunk.
+#ifndef FI_FUSED_STAGED_FINISH_COST
+#define FI_FUSED_STAGED_FINISH_COST 2048
+#endif
+#ifndef FI_FUSED_STAGED_MERGE_COST
+#define FI_FUSED_STAGED_MERGE_COST 4096
+#endif
+inline constexpr int64_t kFusedStagedFinishCost = FI_FUSED_STAGED_FINISH_COST;  // a CTA's finish (estimated)
+inline constexpr int64_t kFusedStagedMergeCost = FI_FUSED_STAGED_MERGE_COST;    // the merge kernel (estimated)
 
 struct FusedStagedPlan {
   int cluster = 0;   // CTAs per segment (2, 4 or 8); 0: not this path
