@@ -321,7 +321,7 @@ TEST(GpuFused, DecodeRowsSplitAndMerged) {
     }
 }
 
-// The decode cluster path (fused_staged.cu; mxfp4, next_n = 1): the plan the backend takes
+// The decode cluster path (fused_staged.cu; next_n = 1): the plan the backend takes
 // for a decode problem, from this device's cluster capacity (as the backend asks it).
 flashindexer::cuda::FusedStagedPlan staged_plan_of(const HostProblem& h) {
   int sms = 0;
@@ -375,6 +375,15 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
   s.num_heads = 32;
   s.order = OutputOrder::kRank;
   check(s, "H 32 by rank");
+  for (Generator g : {Generator::kWideRange, Generator::kSpecials}) {  // fp8 keys (V3.2): segments taken whole
+    SyntheticSpec f8 = decode(g, 2, 40000, 512, 170 + uint64_t(g));
+    f8.format = CacheFormat::kFp8E4M3;
+    check(f8, std::string("fp8 2 x 40,000 ") + to_string(g));
+  }
+  SyntheticSpec f8 = decode(Generator::kGaussian, 24, 30000, 2048, 172);
+  f8.format = CacheFormat::kFp8E4M3;  // the guess
+  f8.order = OutputOrder::kRank;
+  check(f8, "fp8 24 x 30,000 k 2048 by rank");
   s = decode(Generator::kPlateau, 24, 30000, 1024, 164);
   s.page_size = 128;
   s.page_stride = page_payload_bytes(CacheFormat::kMxfp4, 128) + 4096;
@@ -556,6 +565,9 @@ TEST(GpuFused, SanitizerDecodeClusters) {
   m.form = RowForm::kDecode;
   m.order = OutputOrder::kRank;
   expect_fused_exact(make(m), "sanitizer mxfp4 decode cluster segments");
+  m = spec(CacheFormat::kFp8E4M3, Generator::kSpecials, 0, 6, 30000, 512, 125);
+  m.form = RowForm::kDecode;
+  expect_fused_exact(make(m), "sanitizer fp8 decode cluster, guess and fallback");
 }
 
 // memcheck only (tools/device.sh): the sampled start, its guess failing, and the repair launch.

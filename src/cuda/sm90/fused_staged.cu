@@ -84,10 +84,10 @@ size_t staged_smem_bytes(int64_t chunk) {
   return 1024 + stage_offset<Smem>() + std::max(size_t(chunk) * 4, kMinStageBytes);
 }
 
-template <int kHeads, ScoreAccuracy kAccuracy>
+template <CacheFormat kFormat, int kHeads, ScoreAccuracy kAccuracy>
 __global__ void __launch_bounds__(kThreads, 1)
     fused_staged_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ StagedParams f) {
-  using Core = PagedScorer<CacheFormat::kMxfp4, kHeads, 1, kAccuracy, 3>;
+  using Core = PagedScorer<kFormat, kHeads, 1, kAccuracy, 3>;
   static_assert(Core::kThreads == kThreads);
   extern __shared__ uint8_t smem_raw[];
   auto& sm = carve<typename Core::Smem>(smem_raw);
@@ -107,14 +107,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     Core::setup(a, sm, group, c0, c1);  // ends with a CTA barrier
 
     if (threadIdx.x < 128) {
-      ptx::regs_dealloc<FI_STAGED_PRODUCER_REGS>();
+      if constexpr (Core::kRegKeys) ptx::regs_dealloc<FI_STAGED_PRODUCER_REGS>();
       Core::produce(a, sm);
-      ptx::regs_alloc<128>();
+      if constexpr (Core::kRegKeys) ptx::regs_alloc<128>();
     } else {
-      ptx::regs_alloc<kConsumerRegs>();
+      if constexpr (Core::kRegKeys) ptx::regs_alloc<kConsumerRegs>();
       StageSink sink{stage, int32_t(c0)};
       Core::consume(sm, int(threadIdx.x) / 128 - 1, sink);
-      ptx::regs_dealloc<128>();
+      if constexpr (Core::kRegKeys) ptx::regs_dealloc<128>();
     }
   }
   __syncthreads();  // every score is staged; the consumers' NaN flag is in sm.rows[0]
@@ -282,14 +282,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-template <int kHeads>
-using StagedSmem = typename PagedScorer<CacheFormat::kMxfp4, kHeads, 1, ScoreAccuracy::kFp32, 3>::Smem;
+template <CacheFormat kFormat, int kHeads>
+using StagedSmem = typename PagedScorer<kFormat, kHeads, 1, ScoreAccuracy::kFp32, 3>::Smem;
 
-template <int kHeads>
+template <CacheFormat kFormat, int kHeads>
 cudaError_t launch(const ScorerArgs& a, const StagedParams& f, int cluster, cudaStream_t stream) {
-  auto kernel = a.accuracy == ScoreAccuracy::kReduced ? fused_staged_kernel<kHeads, ScoreAccuracy::kReduced>
-                                                      : fused_staged_kernel<kHeads, ScoreAccuracy::kFp32>;
-  const size_t smem = staged_smem_bytes<StagedSmem<kHeads>>(a.g.chunk);
+  auto kernel = a.accuracy == ScoreAccuracy::kReduced ? fused_staged_kernel<kFormat, kHeads, ScoreAccuracy::kReduced>
+                                                      : fused_staged_kernel<kFormat, kHeads, ScoreAccuracy::kFp32>;
+  const size_t smem = staged_smem_bytes<StagedSmem<kFormat, kHeads>>(a.g.chunk);
   if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
       e != cudaSuccess)
     return e;
@@ -308,15 +308,26 @@ cudaError_t launch(const ScorerArgs& a, const StagedParams& f, int cluster, cuda
   return cudaLaunchKernelEx(&cfg, kernel, a, f);
 }
 
+// Calls fn.template operator()<kFormat, kHeads>() for the shapes with a kernel (H 64 or 32).
+template <class R, class Fn>
+R with_staged_shape(const IndexerProblem& p, R none, Fn&& fn) {
+  auto by_heads = [&]<CacheFormat kF>() -> R {
+    if (p.queries.num_heads == 64) return fn.template operator()<kF, 64>();
+    if (p.queries.num_heads == 32) return fn.template operator()<kF, 32>();
+    return none;
+  };
+  return p.cache.format == CacheFormat::kMxfp4 ? by_heads.template operator()<CacheFormat::kMxfp4>()
+                                               : by_heads.template operator()<CacheFormat::kFp8E4M3>();
+}
+
 }  // namespace
 
 bool fused_staged_applies(const IndexerProblem& p, const cuda::FusedStagedPlan& plan, size_t smem_limit) {
-  if (plan.cluster <= 0 || p.rows.form != RowForm::kDecode || p.rows.next_n != 1 ||
-      p.cache.format != CacheFormat::kMxfp4 || !ScorerSmem<64, true>::kRegKeys)
-    return false;
-  const size_t smem = p.queries.num_heads == 64   ? staged_smem_bytes<StagedSmem<64>>(plan.chunk)
-                      : p.queries.num_heads == 32 ? staged_smem_bytes<StagedSmem<32>>(plan.chunk)
-                                                  : SIZE_MAX;
+  if (plan.cluster <= 0 || p.rows.form != RowForm::kDecode || p.rows.next_n != 1) return false;
+  if (p.cache.format == CacheFormat::kMxfp4 && !ScorerSmem<64, true>::kRegKeys) return false;
+  const size_t smem = with_staged_shape(p, SIZE_MAX, [&]<CacheFormat kF, int kH>() {
+    return staged_smem_bytes<StagedSmem<kF, kH>>(plan.chunk);
+  });
   return smem <= smem_limit;
 }
 
@@ -342,8 +353,9 @@ cudaError_t fused_staged_topk(const IndexerProblem& p, const TopKOutputs& out, c
   f.order = p.order;
   f.segments = plan.segments;
   f.ws = plan.segments > 1 ? SplitCandidates::in(workspace, rows, plan.segments, p.k) : SplitCandidates{};
-  const cudaError_t e = p.queries.num_heads == 32 ? launch<32>(a, f, plan.cluster, stream)
-                                                  : launch<64>(a, f, plan.cluster, stream);
+  const cudaError_t e = with_staged_shape(p, cudaErrorInvalidConfiguration, [&]<CacheFormat kF, int kH>() {
+    return launch<kF, kH>(a, f, plan.cluster, stream);
+  });
   if (e != cudaSuccess || plan.segments <= 1) return e;
   TopKArgs m{nullptr, 0, p.rows, p.cache.pages, p.k, p.order, out, plan.segments, workspace};
   return topk_merge_splits(m, stream);

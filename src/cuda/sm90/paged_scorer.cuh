@@ -253,8 +253,8 @@ struct PagedScorer {
   // warpgroups: 40 / 152, dense_logits.cu).
   static constexpr bool kSplitRegs = kNw >= 128 || kRegKeys;
   static constexpr int kThreads = 128 * (1 + kConsumerWgs);
-  static_assert(kConsumerWgs == 2 || (kConsumerWgs == 3 && kRegKeys && kNw <= 64),
-                "three consumer warpgroups: register-key groups of N <= 64 only");
+  static_assert(kConsumerWgs == 2 || (kConsumerWgs == 3 && (kRegKeys || !kMx) && kNw <= 64),
+                "three consumer warpgroups: groups of N <= 64 on the register-key or fp8 path only");
   // fp8 caches in the default mode score with FP16 WGMMAs in one chain (mma_tile_f16).
   static constexpr bool kF16 = !kMx && kAccuracy == ScoreAccuracy::kFp32;
 
