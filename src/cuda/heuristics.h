@@ -254,14 +254,16 @@ inline int32_t fused_sample_tiles(int32_t cap, int32_t k, int32_t step_puts, int
   return int32_t(limit / step_puts / vote_every * vote_every);
 }
 
-// Fused operator, decode rows of one request each (next_n = 1) with mxfp4 keys on the
-// register-key path (fused_staged.cu): a row's positions split into `segments` of `cluster`
+// Fused operator, decode rows of one request each (next_n = 1), mxfp4 or fp8 keys
+// (fused_staged.cu): a row's positions split into `segments` of `cluster`
 // chunks of `chunk` positions (<= kTopKStagedMaxChunk: one CTA's stage of fp32 scores in
 // shared memory); a cluster of `cluster` CTAs scores a segment and selects its top K as
 // kStaged does; with several segments their top K go to the workspace and the merge kernel
 // (rows x segments x (8 K + 8) bytes: at most kFusedStagedMaxSegments per row). Chosen by a
 // cost in positions per CTA: the waves of clusters (cap.at: clusters at once) times the chunk
-// plus the finish, plus the merge when there are segments. cluster 0: not this path.
+// plus the finish, plus the merge when there are segments (4,096: on the H200, B = 8 x 32,768
+// ran faster in one segment of 8 than in 8 of 2, B = 1 x 65,536 in 13 segments than in one;
+// docs/perf.md, session 14). cluster 0: not this path.
 // Experiment knob (host code: set it in CMAKE_CXX_FLAGS): FI_FUSED_STAGED=0 leaves it out.
 #ifndef FI_FUSED_STAGED
 #define FI_FUSED_STAGED 1

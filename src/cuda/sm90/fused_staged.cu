@@ -1,6 +1,6 @@
 // flashindexer sm_90a: the fused indexer TopK for decode rows, a cluster of CTAs per row
 // segment with the scores staged in shared memory (fused_topk's decode path for groups of
-// one row on the register-key path: mxfp4, next_n = 1, H = 64 or 32).
+// one row: next_n = 1, mxfp4 or fp8, H = 64 or 32).
 //
 // Purpose: the outputs of fused_topk.cu, bit-identical to dense_logits.cu followed by
 //   topk_over_logits.cu: the scores come from the dense kernel's scorer (paged_scorer.cuh,
@@ -22,11 +22,14 @@
 //      split rows);
 //   4. otherwise (a failed guess, a full buffer) CTA 0 streams every stage of the cluster
 //      through a BlockSelector (exact).
-// Warp roles: scoring as the dense kernel (warpgroup 0 produces, 1-3 consume; setmaxnreg
-//   40 / 152); then all 512 threads select, at 128 registers each.
+// Warp roles: warpgroup 0 produces, 1-3 consume, each on every third tile (mxfp4: setmaxnreg
+//   48 / 152, back to 128 after the scoring; fp8: 128 registers throughout); then all 512
+//   threads select.
 // Shared memory: max(scorer ~77 KiB, RowSelector storage ~88 KiB), which the selection
 //   aliases once the scoring is done, + the stage (chunk x 4 B, at most 128 KiB; 16 KiB at
 //   least: rank order sorts K keys there): one CTA per SM.
+// Measured (docs/perf.md, session 14): V4-Pro decode B = 64 x 65,536 216 us against 249 us
+//   for dense + TopK; V3.2 1.08x; B = 1 0.65x.
 #include <cooperative_groups.h>
 
 #include "fused_topk.h"
@@ -43,8 +46,8 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kPassBits = 64;        // one 64-bit pass mask per lane: 16 float4
 static_assert(cuda::kTopKStagedMaxChunk / 4 <= kPassBits / 4 * kThreads, "a chunk's float4 fit the lanes' masks");
 using NoClock = PhaseClock<kTopKProfileSlots, false>;
-// Registers of a producer thread (the rest go to the consumers, within the launch's 512 x 128;
-// the dense kernel's split is 40 / 152).
+// Registers of an mxfp4 producer thread (the rest go to the consumers, within the launch's
+// 512 x 128; the dense kernel's split is 40 / 152: here 40 spilled in the producer).
 #ifndef FI_STAGED_PRODUCER_REGS
 #define FI_STAGED_PRODUCER_REGS 48
 #endif

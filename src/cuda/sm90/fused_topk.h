@@ -20,7 +20,8 @@ struct FusedTopKArgs {
 };
 
 // Whether the plan's cluster path (fused_staged.cu) serves this problem: decode rows of
-// next_n = 1, mxfp4, H 64 or 32, a plan with clusters, and its shared memory within smem_limit.
+// next_n = 1, mxfp4 or fp8, H 64 or 32, a plan with clusters, and its shared memory within
+// smem_limit.
 bool fused_staged_applies(const IndexerProblem& p, const cuda::FusedStagedPlan& plan, size_t smem_limit);
 // Its workspace: the segments' local top K when a row has several (SplitCandidates).
 size_t fused_staged_workspace_bytes(const IndexerProblem& p, const cuda::FusedStagedPlan& plan);

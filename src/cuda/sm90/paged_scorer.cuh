@@ -42,7 +42,8 @@
 //   consume: with N = 256 both read every tile (128 columns each, so a key tile from L2
 //   serves 256 columns); with N <= 128 they take alternate tiles. The dense kernel's
 //   register-key groups of N <= 64 run a third consumer warpgroup (512 threads, every
-//   third tile; dense_logits.cu).
+//   third tile; dense_logits.cu); so do the fused decode clusters' groups of N <= 64 of
+//   both formats (fused_staged.cu).
 //   When a consumer holds 128 columns or converts keys the producer gives it registers
 //   (setmaxnreg 88 / 208; with three consumers 40 / 152); its weights live in registers.
 // Sinks: put(r, row, position, score) for every in-window score (r: the row's index in
@@ -233,8 +234,9 @@ __device__ Smem& carve(uint8_t* raw) {
   return *reinterpret_cast<Smem*>(raw + pad);
 }
 
-// kConsumerWgs: consumer warpgroups (2; 3 for the dense kernel's register-key groups of
-// N <= 64, dense_logits.cu; the fused kernel's lockstep sink needs 2).
+// kConsumerWgs: consumer warpgroups (2; 3 for groups of N <= 64 on the register-key or fp8
+// path: dense_logits.cu's register-key groups, fused_staged.cu; the lockstep sink of
+// fused_topk.cu needs 2).
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy, int kConsumerWgs = 2>
 struct PagedScorer {
   static constexpr int kN = kHeads * kRows;
