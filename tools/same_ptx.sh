@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Checks that a CUDA source compiles to the same PTX at REV and in the working tree, kernel by
 # kernel (order-independent): the same instructions in the same order, with anonymous-
-# namespace hashes, virtual register numbers and branch labels normalized. A refactor or a
-# default-off knob that claims to leave the tested kernels unchanged can prove it here,
-# without a GPU. Prints one line per kernel (same / DIFF / only at REV / only in the tree);
-# exits 1 unless every kernel is the same.
+# namespace hashes, virtual register numbers (and their declared counts) and branch labels
+# normalized. A refactor or a default-off knob that claims to leave the tested kernels
+# unchanged can prove it here, without a GPU. Prints one line per kernel (same / DIFF /
+# only at REV / only in the tree); exits 1 unless every kernel is the same.
 #   usage: [RENAME=sed-expression] tools/same_ptx.sh REV [SOURCE]
 #   (default SOURCE: src/cuda/sm90/dense_logits.cu; RENAME maps a renamed kernel on both
 #   sides, e.g. RENAME='s/topk_rows_kernelILi512EEEv/topk_rows_kernelE/g')
@@ -29,6 +29,8 @@ def kernels(path):
         body = re.sub(r'_INTERNAL_[0-9a-f]+_[0-9]+_([a-z_]+)_[0-9a-f]+', r'_INTERNAL_\1', body)
         body = re.sub(r'%(r|rd|rs|p|f|fd)[0-9]+', r'%\1', body)
         body = re.sub(r'\$L__BB[0-9_]+', 'L', body)
+        # the virtual registers' declared counts (.reg .b32 %r<N>) follow from the numbering
+        body = re.sub(r'^\s*\.reg .*\n', '', body, flags=re.M)
         out[re.sub(r'_GLOBAL__N__[0-9a-f]+_', '', m.group(1))] = body
     return out
 old, new = kernels(sys.argv[1]), kernels(sys.argv[2])

@@ -3,6 +3,7 @@
 #include <initializer_list>
 #include <limits>
 
+#include "cuda/sm90/cluster_launch.h"
 #include "gpu/gpu_util.h"
 
 namespace fit {
@@ -402,6 +403,33 @@ TEST(GpuTopK, GraphReplayWithMutatedWindows) {
     GPU_CHECK(cudaGraphDestroy(graph));
     GPU_CHECK(cudaStreamDestroy(stream));
   }
+}
+
+}  // namespace
+}  // namespace fit
+
+namespace fit {
+namespace {
+
+// Host only (no GPU needed; CUDA builds run it in CI): the configuration that the kStaged
+// TopK and the fused decode clusters launch with (sm90/cluster_launch.h).
+TEST(ClusterLaunch, ConfigNamesTheGridTheClusterAndTheStream) {
+  cudaLaunchAttribute attr;
+  cudaStream_t stream = reinterpret_cast<cudaStream_t>(uintptr_t{0x1234});
+  const cudaLaunchConfig_t cfg = sm90::cluster_config(attr, 64 * 8, 512, 200 * 1024, 8, stream);
+  EXPECT_EQ(cfg.gridDim.x, 512u);
+  EXPECT_EQ(cfg.gridDim.y, 1u);
+  EXPECT_EQ(cfg.blockDim.x, 512u);
+  EXPECT_EQ(cfg.blockDim.y, 1u);
+  EXPECT_EQ(cfg.dynamicSmemBytes, size_t{200 * 1024});
+  EXPECT_EQ(cfg.stream, stream);
+  ASSERT_EQ(cfg.numAttrs, 1u);
+  ASSERT_EQ(cfg.attrs, &attr);
+  EXPECT_EQ(attr.id, cudaLaunchAttributeClusterDimension);
+  EXPECT_EQ(attr.val.clusterDim.x, 8u);
+  EXPECT_EQ(attr.val.clusterDim.y, 1u);
+  EXPECT_EQ(attr.val.clusterDim.z, 1u);
+  EXPECT_EQ(cfg.gridDim.x % attr.val.clusterDim.x, 0u);  // whole clusters
 }
 
 }  // namespace

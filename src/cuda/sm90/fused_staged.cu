@@ -32,6 +32,7 @@
 //   for dense + TopK; V3.2 1.08x; B = 1 0.65x.
 #include <cooperative_groups.h>
 
+#include "cluster_launch.h"
 #include "fused_topk.h"
 #include "paged_scorer.cuh"
 #include "phase_clock.cuh"
@@ -164,10 +165,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   const bool guessed = need > 0 && uint32_t(tau >> 32) != 0u;  // (a guess at the NaN level falls back)
 
-  // 2. This CTA's candidates in position order: lane l owns float4 [l0, l1) of its warp's
-  // run, visited rotated by the lane (no bank conflicts); bit 4 it + j of `pass`: score
-  // 4 (l0 + it) + j of the stage is in the window and (unless every position is taken)
-  // >= tau's score.
+  // 2. This CTA's candidates in position order (LaneRun): the stage's scores in the window
+  // and (unless every position is taken) >= tau's.
   uint32_t total = 0;
   if (take_all || guessed) {
     const float f_tau = guessed ? key_to_float(uint32_t(tau >> 32)) : 0.0f;
@@ -175,23 +174,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int32_t nv = int32_t((c1 - c0 + 3) / 4);
     const int32_t wper = ((nv + kWarps - 1) / kWarps + 31) / 32 * 32;
     const int32_t wv0 = min(warp * wper, nv), wv1 = min(wv0 + wper, nv);
-    const int32_t lane_n = wper / 32;  // <= kPassBits / 4
-    const int32_t l0 = min(wv0 + lane * lane_n, wv1), l1 = min(l0 + lane_n, wv1);
-    const int32_t rot = lane_n > 0 ? lane % lane_n : 0;
-    const float4* stage4 = reinterpret_cast<const float4*>(stage);
-    uint64_t pass = 0;
-#pragma unroll 1
-    for (int32_t step = 0; step < lane_n; ++step) {
-      const int32_t it = step + rot < lane_n ? step + rot : step + rot - lane_n;
-      if (l0 + it >= l1) continue;
-      const float4 v = stage4[l0 + it];
+    const LaneRun run(wv0, wv1, wper, lane);  // <= kPassBits / 4 float4 per lane
+    const int32_t l0 = run.l0;
+    const uint64_t pass = run.pass(reinterpret_cast<const float4*>(stage), [&](const float4& v, int32_t i) {
       const float x[4] = {v.x, v.y, v.z, v.w};
-      const int32_t e = (l0 + it) * 4;
+      const int32_t e = i * 4;
       uint32_t b = 0;
 #pragma unroll
       for (int j = 0; j < 4; ++j) b |= uint32_t(e + j >= v_lo && e + j < v_hi && (take_all || x[j] >= f_tau)) << j;
-      pass |= uint64_t(b) << (4 * it);
-    }
+      return b;
+    });
     const uint32_t in_warp = __reduce_add_sync(0xffffffffu, uint32_t(__popcll(pass)));
     if (lane == 0) ss.warp_count[warp] = in_warp;
     __syncthreads();
@@ -296,19 +288,7 @@ cudaError_t launch(const ScorerArgs& a, const StagedParams& f, int cluster, cuda
   if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
       e != cudaSuccess)
     return e;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = unsigned(cluster);
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(a.g.ctas()));
-  cfg.blockDim = dim3(unsigned(kThreads));
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, a, f);
+  return launch_clusters(kernel, a.g.ctas(), kThreads, smem, cluster, stream, a, f);
 }
 
 // Calls fn.template operator()<kFormat, kHeads>() for the shapes with a kernel (H 64 or 32).

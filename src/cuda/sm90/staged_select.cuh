@@ -70,6 +70,31 @@ __device__ inline int position_bits(const TopKArgs& a) {
   return m >= (int64_t{1} << 31) ? 32 : 64 - __clzll(m) + (m == 0);
 }
 
+// Pass 1 of the staged kernels: lane l owns float4 [l0, l1) of its warp's run [wv0, wv1)
+// (n = wper / 32 of them, in position order, wper a multiple of 32), visited rotated by the
+// lane (16-byte reads without bank conflicts for n = 8 or 16). Returns the lane's mask: bit
+// 4 it + j is bit j of bits(stage[l0 + it], l0 + it), a 4-bit mask of the float4's passing
+// components (n <= 16).
+struct LaneRun {
+  int32_t l0, l1, n, rot;
+  __device__ LaneRun(int32_t wv0, int32_t wv1, int32_t wper, int lane) : n(wper / 32) {
+    l0 = min(wv0 + lane * n, wv1);
+    l1 = min(l0 + n, wv1);
+    rot = n > 0 ? lane % n : 0;
+  }
+  template <class Bits>
+  __device__ uint64_t pass(const float4* stage, Bits&& bits) const {
+    uint64_t mask = 0;
+#pragma unroll 1
+    for (int32_t step = 0; step < n; ++step) {
+      const int32_t it = step + rot < n ? step + rot : step + rot - n;
+      if (l0 + it >= l1) continue;
+      mask |= uint64_t(bits(stage[l0 + it], l0 + it)) << (4 * it);
+    }
+    return mask;
+  }
+};
+
 // Pass 2 of the staged kernels (warp-wide): lane l's scores f[i] whose bit i of `pass` is
 // set, as rank keys of positions pos0 + i, in position order from cand[base + the passing
 // scores of the warp's lanes below l] on. Each lane starts at its bit `lane` (wrapping):

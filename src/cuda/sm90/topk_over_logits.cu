@@ -36,6 +36,7 @@
 
 #include "../../core/row_window.h"
 #include "block_select.cuh"
+#include "cluster_launch.h"
 #include "grid_radix_select.cuh"
 #include "phase_clock.cuh"
 #include "staged_select.cuh"
@@ -453,24 +454,15 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
   if (staged) {
     const float f_tau = key_to_float(uint32_t(tau >> 32));
     const bool head_cta = rank == 0, tail_cta = rank == ctas - 1;
-    // Pass 1: lane l owns float4 [l0, l1) of its warp's run (lane_n = wper / 32 of them, in
-    // position order), visited rotated by the lane (16-byte reads without bank conflicts
-    // for lane_n = 8 or 16); bit 4 it + j of `pass`: component j of float4 l0 + it passes.
-    const int32_t lane_n = wper / 32;  // <= kStagedIters
-    const int32_t l0 = min(wv0 + lane * lane_n, wv1), l1 = min(l0 + lane_n, wv1);
-    const int32_t rot = lane_n > 0 ? lane % lane_n : 0;
+    // Pass 1 (LaneRun, at most kStagedIters float4 per lane): the scores >= tau's.
+    const LaneRun run(wv0, wv1, wper, lane);
+    const int32_t l0 = run.l0;
     bool nan = false;
-    uint64_t pass = 0;
-#pragma unroll 1
-    for (int32_t step = 0; step < lane_n; ++step) {
-      const int32_t it = step + rot < lane_n ? step + rot : step + rot - lane_n;
-      if (l0 + it >= l1) continue;
-      const float4 v = stage[l0 + it];
-      const uint32_t b = uint32_t(v.x >= f_tau) | uint32_t(v.y >= f_tau) << 1 | uint32_t(v.z >= f_tau) << 2 |
-                         uint32_t(v.w >= f_tau) << 3;
-      pass |= uint64_t(b) << (4 * it);
+    const uint64_t pass = run.pass(stage, [&](const float4& v, int32_t) {
       nan |= isnan(v.x) | isnan(v.y) | isnan(v.z) | isnan(v.w);
-    }
+      return uint32_t(v.x >= f_tau) | uint32_t(v.y >= f_tau) << 1 | uint32_t(v.z >= f_tau) << 2 |
+             uint32_t(v.w >= f_tau) << 3;
+    });
     const uint32_t in_warp = __reduce_add_sync(0xffffffffu, uint32_t(__popcll(pass)));
     if (lane == 0) ss.warp_count[warp] = in_warp;
     // The head (CTA 0) and tail (CTA C - 1) scalars: thread 0 takes them, in order.
@@ -708,21 +700,9 @@ cudaError_t topk_over_logits(const TopKArgs& a, cudaStream_t stream) {
   const size_t smem = sizeof(RowSelector::Storage);
   cudaError_t e = configure_kernels();
   if (e != cudaSuccess) return e;
-  if (a.path == cuda::TopKPath::kStaged) {
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = unsigned(a.splits);
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(unsigned(rows * a.splits));
-    cfg.blockDim = dim3(unsigned(kBlock));
-    cfg.dynamicSmemBytes = staged_smem(a.rows.max_context, a.splits);
-    cfg.stream = stream;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, topk_staged_kernel, a);
-  }
+  if (a.path == cuda::TopKPath::kStaged)
+    return launch_clusters(topk_staged_kernel, rows * a.splits, kBlock, staged_smem(a.rows.max_context, a.splits),
+                           a.splits, stream, a);
   if (a.path == cuda::TopKPath::kPair) {
     topk_pair_kernel<<<dim3(unsigned(2 * rows), 1), kBlock, kPairSmem, stream>>>(a);
     return cudaGetLastError();
@@ -755,17 +735,8 @@ int staged_cluster_capacity(int ctas) {
     cudaGetLastError();  // a later launch's error check must not see this one
     return 0;
   }
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = unsigned(ctas);
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(ctas));
-  cfg.blockDim = dim3(unsigned(kBlock));
-  cfg.dynamicSmemBytes = kStagedMaxSmem;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = cluster_config(attr, ctas, kBlock, kStagedMaxSmem, ctas);
   int clusters = 0;
   if (cudaOccupancyMaxActiveClusters(&clusters, topk_staged_kernel, &cfg) != cudaSuccess) {
     cudaGetLastError();
