@@ -311,7 +311,7 @@ bool fused_staged_applies(const IndexerProblem& p, const cuda::FusedStagedPlan& 
   const size_t smem = with_staged_shape(p, SIZE_MAX, [&]<CacheFormat kF, int kH>() {
     return staged_smem_bytes<StagedSmem<kF, kH>>(plan.chunk);
   });
-  return smem <= smem_limit;
+  return smem <= smem_limit && smem + sizeof(StagedShared) <= smem_limit;  // (+ the static shared memory)
 }
 
 size_t fused_staged_workspace_bytes(const IndexerProblem& p, const cuda::FusedStagedPlan& plan) {
