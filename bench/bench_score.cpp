@@ -211,6 +211,22 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
                  {"sort_cycles", prof[sm90::kProfileSortCycles] / ctas}};
     }
   }
+  // The same knob in the decode clusters (fused_staged.cu): cycles per CTA; the finish per
+  // CTA 0 (one per row segment).
+  unsigned long long sprof[sm90::kFusedStagedProfileSlots];
+  if (sm90::fused_staged_profile(sprof, true)) {
+    fused_status = fused_topk(p, outs[0], l);
+    BENCH_CHECK(cudaDeviceSynchronize());
+    if (fused_status.is_ok() && sm90::fused_staged_profile(sprof, true) && sprof[sm90::kStagedProfileCtas] > 0) {
+      const double ctas = double(sprof[sm90::kStagedProfileCtas]);
+      profile["staged"] = {{"ctas", ctas},
+                           {"score_cycles", sprof[sm90::kStagedProfileScore] / ctas},
+                           {"guess_cycles", sprof[sm90::kStagedProfileGuess] / ctas},
+                           {"pass_cycles", sprof[sm90::kStagedProfilePasses] / ctas},
+                           {"gather_cycles", sprof[sm90::kStagedProfileGather] / ctas},
+                           {"finish_cycles_over_all_ctas", sprof[sm90::kStagedProfileFinish] / ctas}};
+    }
+  }
   const double dense_extra = double(rows) * double(logits.row_stride) * 4 + double(topk_ws);
   for (int path = 0; path < 2; ++path) {
     const double ms = path == 0 ? fused_ms : dense_ms;

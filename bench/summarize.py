@@ -38,7 +38,15 @@ def fused(recs):
 
 
 def profile(recs):
-    rows = [r for r in recs if r.get("op") == "fused_topk" and "profile_per_cta" in r]
+    rows = [r for r in recs if r.get("op") == "fused_topk" and "consume_cycles" in r.get("profile_per_cta", {})]
+    staged = [r for r in recs if r.get("op") == "fused_topk" and "staged" in r.get("profile_per_cta", {})]
+    if staged:
+        print(f"{'fused decode clusters, cycles per CTA':38} {'score':>10} {'guess':>10} {'passes':>10} {'gather':>10}"
+              f" {'finish':>10} (finish: CTA 0s only, averaged over all CTAs)")
+        for r in staged:
+            p = r["profile_per_cta"]["staged"]
+            print(f"{r['point']:38} {p['score_cycles']:>10.0f} {p['guess_cycles']:>10.0f} {p['pass_cycles']:>10.0f}"
+                  f" {p['gather_cycles']:>10.0f} {p['finish_cycles_over_all_ctas']:>10.0f}")
     if not rows:
         return
     print(f"{'fused profile, cycles per CTA':34} {'consume':>10} {'votes':>10} {'compact':>10} {'n comp':>7}"

@@ -47,6 +47,16 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kPassBits = 64;        // one 64-bit pass mask per lane: 16 float4
 static_assert(cuda::kTopKStagedMaxChunk / 4 <= kPassBits / 4 * kThreads, "a chunk's float4 fit the lanes' masks");
 using NoClock = PhaseClock<kTopKProfileSlots, false>;
+#ifndef FI_FUSED_PROFILE
+#define FI_FUSED_PROFILE 0  // experiment knob: 1 sums thread 0's clock64 per phase (fused_staged_profile)
+#endif
+#if FI_FUSED_PROFILE
+__device__ unsigned long long g_staged_profile[kFusedStagedProfileSlots];
+__device__ unsigned long long* staged_profile_sums() { return g_staged_profile; }
+#else
+__device__ unsigned long long* staged_profile_sums() { return nullptr; }
+#endif
+using StagedClock = PhaseClock<kFusedStagedProfileSlots, FI_FUSED_PROFILE != 0>;
 // Registers of an mxfp4 producer thread (the rest go to the consumers, within the launch's
 // 512 x 128; the dense kernel's split is 40 / 152: here 40 spilled in the producer).
 #ifndef FI_STAGED_PRODUCER_REGS
@@ -98,6 +108,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint8_t* base = reinterpret_cast<uint8_t*>(&sm);
   float* stage = reinterpret_cast<float*>(base + stage_offset<typename Core::Smem>());
   __shared__ StagedShared ss;
+  StagedClock prof;
+  long long pt = prof.now();
   {
     const int64_t cta = blockIdx.x;
     const int64_t group = a.g.groups - 1 - cta / a.g.splits;
@@ -136,6 +148,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
   auto& st = *reinterpret_cast<RowSelector::Storage*>(base);  // aliases the scorer's shared memory
+  prof.lap(kStagedProfileScore, pt);
 
   // The segment: positions [seg0, seg1) of the row, in-window [lo, hi) (empty for a failed row).
   const int64_t chunk = a.g.chunk;
@@ -164,6 +177,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     tau = RowSelector::Select::floor_of_kth(st.select, st.cand, RowSelector::kTile, n, n + n / 2, int(threadIdx.x));
   }
   const bool guessed = need > 0 && uint32_t(tau >> 32) != 0u;  // (a guess at the NaN level falls back)
+  prof.lap(kStagedProfileGuess, pt);
 
   // 2. This CTA's candidates in position order (LaneRun): the stage's scores in the window
   // and (unless every position is taken) >= tau's.
@@ -199,6 +213,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     ss.count = total;
     ss.nan = gr.nan;
   }
+  prof.lap(kStagedProfilePasses, pt);
   cluster.sync();  // every CTA's candidates, count and NaN flag are published
 
   // 3. The same decision in every CTA: the segment's candidates, when they hold its top K.
@@ -243,7 +258,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   cluster.sync();  // CTA 0 has read every other CTA's shared memory: they may exit
-  if (rank != 0 || gr.row < 0) return;
+  prof.lap(kStagedProfileGather, pt);
+  if (rank != 0 || gr.row < 0) {
+    prof.flush(threadIdx.x == 0, staged_profile_sums());
+    return;
+  }
 
   const int64_t row = gr.row;
   const RowWindow w{gr.request, gr.start, gr.end, gr.status};
@@ -259,6 +278,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int32_t kept = sel.finish(f.order == OutputOrder::kRank, sorted, position_bits(ta), w.start, w.length());
       write_row(ta, row, w, status, kept, sorted);
     }
+    prof.lap(kStagedProfileFinish, pt);
+    prof.flush(threadIdx.x == 0, staged_profile_sums());
     return;
   }
   // S > 1: the segment's top K (unsorted) to its workspace slot.
@@ -275,6 +296,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     f.ws.counts[slot] = kept;
     f.ws.nan[slot] = nan ? 1u : 0u;
   }
+  prof.lap(kStagedProfileFinish, pt);
+  prof.flush(threadIdx.x == 0, staged_profile_sums());
 }
 
 template <CacheFormat kFormat, int kHeads>
@@ -316,6 +339,16 @@ bool fused_staged_applies(const IndexerProblem& p, const cuda::FusedStagedPlan& 
 
 size_t fused_staged_workspace_bytes(const IndexerProblem& p, const cuda::FusedStagedPlan& plan) {
   return plan.segments > 1 ? SplitCandidates::bytes(p.rows.rows(), plan.segments, p.k) : 0;
+}
+
+bool fused_staged_profile(unsigned long long (&out)[kFusedStagedProfileSlots], bool reset) {
+#if FI_FUSED_PROFILE
+  return read_phase_sums(g_staged_profile, out, reset);
+#else
+  (void)out;
+  (void)reset;
+  return false;
+#endif
 }
 
 cudaError_t fused_staged_topk(const IndexerProblem& p, const TopKOutputs& out, const cuda::FusedStagedPlan& plan,

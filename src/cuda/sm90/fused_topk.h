@@ -61,6 +61,19 @@ enum FusedProfile : int {
 // Copies the counters (and zeroes them with reset); false in builds without the knob.
 bool fused_topk_profile(unsigned long long (&out)[kFusedProfileSlots], bool reset);
 
+// The same knob for the decode clusters (fused_staged.cu): thread 0 of every CTA; the
+// finish is CTA 0's alone (one per row segment).
+enum FusedStagedProfile : int {
+  kStagedProfileCtas,
+  kStagedProfileScore,    // set-up and scoring, to the barrier after the last tile
+  kStagedProfileGuess,    // the first cluster barrier and the sampled guess
+  kStagedProfilePasses,   // the two passes over the stage
+  kStagedProfileGather,   // the second cluster barrier, the counts, CTA 0's gather or fallback stream, the third barrier
+  kStagedProfileFinish,   // CTA 0: the K-th key and the writes (outputs or workspace slot)
+  kFusedStagedProfileSlots
+};
+bool fused_staged_profile(unsigned long long (&out)[kFusedStagedProfileSlots], bool reset);
+
 // Enqueues the fused operator on `stream`; returns the first CUDA error, if any.
 cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream);
 
