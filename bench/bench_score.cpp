@@ -192,40 +192,37 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
     BENCH_CHECK(cudaMemcpy(y.data(), b, bytes, cudaMemcpyDeviceToHost));
     identical = identical && x == y;
   }
-  // Builds with -DFI_FUSED_PROFILE=1: one more fused call, its per-phase cycles per CTA.
+  // Builds with -DFI_FUSED_PROFILE=1: one more fused call per kernel's profile (the lockstep
+  // kernel, fused_topk.cu; the decode clusters, fused_staged.cu), its per-phase cycles per
+  // CTA. read(out, reset) copies a profile; it returns false in builds without the knob.
   nlohmann::json profile;
+  auto profiled = [&](auto&& read, auto& sums) {
+    if (!read(sums, true)) return false;  // (zeroed)
+    fused_status = fused_topk(p, outs[0], l);
+    return fused_status.is_ok() && cudaDeviceSynchronize() == cudaSuccess && read(sums, true) && sums[0] > 0;
+  };
   unsigned long long prof[sm90::kFusedProfileSlots];
-  if (sm90::fused_topk_profile(prof, true)) {
-    fused_status = fused_topk(p, outs[0], l);
-    BENCH_CHECK(cudaDeviceSynchronize());
-    if (fused_status.is_ok() && sm90::fused_topk_profile(prof, true) && prof[sm90::kProfileCtas] > 0) {
-      const double ctas = double(prof[sm90::kProfileCtas]);
-      profile = {{"ctas", ctas},
-                 {"consume_cycles", prof[sm90::kProfileConsume] / ctas},
-                 {"vote_cycles", prof[sm90::kProfileVotes] / ctas},
-                 {"compact_cycles", prof[sm90::kProfileCompactCycles] / ctas},
-                 {"compactions", prof[sm90::kProfileCompactions] / ctas},
-                 {"keys_per_compaction",
-                  prof[sm90::kProfileCompactedKeys] / std::max(1.0, double(prof[sm90::kProfileCompactions]))},
-                 {"finish_cycles", prof[sm90::kProfileFinish] / ctas},
-                 {"sort_cycles", prof[sm90::kProfileSortCycles] / ctas}};
-    }
+  if (profiled(sm90::fused_topk_profile, prof)) {
+    const double ctas = double(prof[sm90::kProfileCtas]);
+    profile = {{"ctas", ctas},
+               {"consume_cycles", prof[sm90::kProfileConsume] / ctas},
+               {"vote_cycles", prof[sm90::kProfileVotes] / ctas},
+               {"compact_cycles", prof[sm90::kProfileCompactCycles] / ctas},
+               {"compactions", prof[sm90::kProfileCompactions] / ctas},
+               {"keys_per_compaction",
+                prof[sm90::kProfileCompactedKeys] / std::max(1.0, double(prof[sm90::kProfileCompactions]))},
+               {"finish_cycles", prof[sm90::kProfileFinish] / ctas},
+               {"sort_cycles", prof[sm90::kProfileSortCycles] / ctas}};
   }
-  // The same knob in the decode clusters (fused_staged.cu): cycles per CTA; the finish per
-  // CTA 0 (one per row segment).
   unsigned long long sprof[sm90::kFusedStagedProfileSlots];
-  if (sm90::fused_staged_profile(sprof, true)) {
-    fused_status = fused_topk(p, outs[0], l);
-    BENCH_CHECK(cudaDeviceSynchronize());
-    if (fused_status.is_ok() && sm90::fused_staged_profile(sprof, true) && sprof[sm90::kStagedProfileCtas] > 0) {
-      const double ctas = double(sprof[sm90::kStagedProfileCtas]);
-      profile["staged"] = {{"ctas", ctas},
-                           {"score_cycles", sprof[sm90::kStagedProfileScore] / ctas},
-                           {"guess_cycles", sprof[sm90::kStagedProfileGuess] / ctas},
-                           {"pass_cycles", sprof[sm90::kStagedProfilePasses] / ctas},
-                           {"gather_cycles", sprof[sm90::kStagedProfileGather] / ctas},
-                           {"finish_cycles_over_all_ctas", sprof[sm90::kStagedProfileFinish] / ctas}};
-    }
+  if (profiled(sm90::fused_staged_profile, sprof)) {
+    const double ctas = double(sprof[sm90::kStagedProfileCtas]);  // the finish: CTA 0s only
+    profile["staged"] = {{"ctas", ctas},
+                         {"score_cycles", sprof[sm90::kStagedProfileScore] / ctas},
+                         {"guess_cycles", sprof[sm90::kStagedProfileGuess] / ctas},
+                         {"pass_cycles", sprof[sm90::kStagedProfilePasses] / ctas},
+                         {"gather_cycles", sprof[sm90::kStagedProfileGather] / ctas},
+                         {"finish_cycles_over_all_ctas", sprof[sm90::kStagedProfileFinish] / ctas}};
   }
   const double dense_extra = double(rows) * double(logits.row_stride) * 4 + double(topk_ws);
   for (int path = 0; path < 2; ++path) {
