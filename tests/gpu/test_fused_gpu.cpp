@@ -393,6 +393,36 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
   EXPECT_TRUE(segments) << "no case took several segments per row";
 }
 
+// Host only (CUDA builds run it in CI): which problems the cluster path takes.
+TEST(FusedDecodeClusters, AppliesToDecodeRowsOfOneRequestWithinTheGrid) {
+  IndexerProblem p;
+  p.rows.form = RowForm::kDecode;
+  p.rows.next_n = 1;
+  p.rows.num_requests = 64;
+  p.rows.max_context = 65536;
+  p.cache.format = CacheFormat::kMxfp4;
+  p.queries.num_heads = 64;
+  p.k = 512;
+  const flashindexer::cuda::FusedStagedPlan plan{2, 1, 32768};
+  constexpr size_t kH200 = 227 * 1024;
+  EXPECT_TRUE(sm90::fused_staged_applies(p, plan, kH200));
+  p.cache.format = CacheFormat::kFp8E4M3;
+  EXPECT_TRUE(sm90::fused_staged_applies(p, plan, kH200));
+  EXPECT_FALSE(sm90::fused_staged_applies(p, plan, 128 * 1024)) << "the stage alone is 128 KiB";
+  EXPECT_FALSE(sm90::fused_staged_applies(p, flashindexer::cuda::FusedStagedPlan{}, kH200)) << "no clusters";
+  p.queries.num_heads = 48;
+  EXPECT_FALSE(sm90::fused_staged_applies(p, plan, kH200)) << "no kernel for H = 48";
+  p.queries.num_heads = 64;
+  p.rows.next_n = 2;
+  EXPECT_FALSE(sm90::fused_staged_applies(p, plan, kH200)) << "groups of two rows";
+  p.rows.next_n = 1;
+  p.rows.num_requests = INT32_MAX;
+  EXPECT_FALSE(sm90::fused_staged_applies(p, plan, kH200)) << "2 x INT32_MAX CTAs";
+  p.rows.form = RowForm::kRagged;
+  p.rows.num_requests = 64;
+  EXPECT_FALSE(sm90::fused_staged_applies(p, plan, kH200)) << "prefill rows";
+}
+
 TEST(GpuFused, PoolBeyond4GiB) {
   SKIP_WITHOUT_GPU();
   const HostProblem h = make(spec(CacheFormat::kMxfp4, Generator::kGaussian, 8, 2, 3000, 512, 70));

@@ -330,6 +330,7 @@ R with_staged_shape(const IndexerProblem& p, R none, Fn&& fn) {
 
 bool fused_staged_applies(const IndexerProblem& p, const cuda::FusedStagedPlan& plan, size_t smem_limit) {
   if (plan.cluster <= 0 || p.rows.form != RowForm::kDecode || p.rows.next_n != 1) return false;
+  if (p.rows.rows() > INT32_MAX / plan.ctas_per_row()) return false;  // one grid x index per CTA
   if (p.cache.format == CacheFormat::kMxfp4 && !ScorerSmem<64, true>::kRegKeys) return false;
   const size_t smem = with_staged_shape(p, SIZE_MAX, [&]<CacheFormat kF, int kH>() {
     return staged_smem_bytes<StagedSmem<kF, kH>>(plan.chunk);
