@@ -314,27 +314,16 @@ cudaError_t launch(const ScorerArgs& a, const StagedParams& f, int cluster, cuda
   return launch_clusters(kernel, a.g.ctas(), kThreads, smem, cluster, stream, a, f);
 }
 
-// Calls fn.template operator()<kFormat, kHeads>() for the shapes with a kernel (H 64 or 32).
-template <class R, class Fn>
-R with_staged_shape(const IndexerProblem& p, R none, Fn&& fn) {
-  auto by_heads = [&]<CacheFormat kF>() -> R {
-    if (p.queries.num_heads == 64) return fn.template operator()<kF, 64>();
-    if (p.queries.num_heads == 32) return fn.template operator()<kF, 32>();
-    return none;
-  };
-  return p.cache.format == CacheFormat::kMxfp4 ? by_heads.template operator()<CacheFormat::kMxfp4>()
-                                               : by_heads.template operator()<CacheFormat::kFp8E4M3>();
-}
-
 }  // namespace
 
 bool fused_staged_applies(const IndexerProblem& p, const cuda::FusedStagedPlan& plan, size_t smem_limit) {
   if (plan.cluster <= 0 || p.rows.form != RowForm::kDecode || p.rows.next_n != 1) return false;
   if (p.rows.rows() > INT32_MAX / plan.ctas_per_row()) return false;  // one grid x index per CTA
   if (p.cache.format == CacheFormat::kMxfp4 && !ScorerSmem<64, true>::kRegKeys) return false;
-  const size_t smem = with_staged_shape(p, SIZE_MAX, [&]<CacheFormat kF, int kH>() {
-    return staged_smem_bytes<StagedSmem<kF, kH>>(plan.chunk);
-  });
+  const size_t smem = with_scorer_shape(p.cache.format, p.queries.num_heads, 1, SIZE_MAX,
+                                        [&]<CacheFormat kF, int kH, int>() {
+                                          return staged_smem_bytes<StagedSmem<kF, kH>>(plan.chunk);
+                                        });
   return smem <= smem_limit && smem + sizeof(StagedShared) <= smem_limit;  // (+ the static shared memory)
 }
 
@@ -370,9 +359,10 @@ cudaError_t fused_staged_topk(const IndexerProblem& p, const TopKOutputs& out, c
   f.order = p.order;
   f.segments = plan.segments;
   f.ws = plan.segments > 1 ? SplitCandidates::in(workspace, rows, plan.segments, p.k) : SplitCandidates{};
-  const cudaError_t e = with_staged_shape(p, cudaErrorInvalidConfiguration, [&]<CacheFormat kF, int kH>() {
-    return launch<kF, kH>(a, f, plan.cluster, stream);
-  });
+  const cudaError_t e = with_scorer_shape(p.cache.format, p.queries.num_heads, 1, cudaErrorInvalidConfiguration,
+                                          [&]<CacheFormat kF, int kH, int>() {
+                                            return launch<kF, kH>(a, f, plan.cluster, stream);
+                                          });
   if (e != cudaSuccess || plan.segments <= 1) return e;
   TopKArgs m{nullptr, 0, p.rows, p.cache.pages, p.k, p.order, out, plan.segments, workspace};
   return topk_merge_splits(m, stream);
