@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "cuda/sm90/e2m1_e5m2.h"
+#include "cuda/sm90/e2m1_s8.h"
 #include "oracle/fp64_oracle.h"
 
 namespace {
@@ -60,6 +61,26 @@ TEST(E2m1ToE5m2, EightCodesByBitMovesAreExactTimesTwoToMinus14) {
     }
   }
   EXPECT_EQ(checked, int64_t(65536) * 2 * 8);
+}
+
+TEST(E2m1ToS8, EveryCodeWordAndShiftIsTwiceTheValueShifted) {
+  int64_t checked = 0;
+  for (uint32_t shift = 0; shift <= kS8MaxShift; ++shift) {
+    const S8Lut lut = s8_lut(shift);
+    for (uint32_t codes = 0; codes < 65536; ++codes) {
+      const uint32_t out = e2m1x4_to_s8(codes | 0xABCD0000u, lut);  // the upper half is ignored
+      for (int i = 0; i < 4; ++i) {
+        const uint8_t nibble = (codes >> (4 * i)) & 0xF;
+        const int8_t got = int8_t((out >> (8 * i)) & 0xFF);
+        const double want = std::ldexp(2.0 * oracle::e2m1(nibble), int(shift));
+        ASSERT_EQ(double(got), want) << "code " << int(nibble) << " shift " << shift;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, int64_t(4) * 65536 * 4);
+  EXPECT_EQ(int8_t(e2m1x4_to_s8(0x7, s8_lut(kS8MaxShift)) & 0xFF), 96);    // the largest magnitude
+  EXPECT_EQ(int8_t(e2m1x4_to_s8(0xF, s8_lut(kS8MaxShift)) & 0xFF), -96);
 }
 
 TEST(E2m1ToE5m2, BytePermuteFollowsPrmt) {

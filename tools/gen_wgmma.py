@@ -3,30 +3,32 @@
   fp8:  src/cuda/sm90/wgmma_fp8.cuh     m64nNk32, e4m3 / e5m2, A and B from shared-memory descriptors;
                                        e5m2 with A from registers
   f16:  src/cuda/sm90/wgmma_f16_rs.cuh  m64nNk16, f16, A from registers, B from a descriptor
+  s8:   src/cuda/sm90/wgmma_s8.cuh      m64nNk32, s8 x s8 into s32 accumulators, both from descriptors
 Run: python3 tools/gen_wgmma.py fp8 > src/cuda/sm90/wgmma_fp8.cuh
-     python3 tools/gen_wgmma.py f16 > src/cuda/sm90/wgmma_f16_rs.cuh"""
+     python3 tools/gen_wgmma.py f16 > src/cuda/sm90/wgmma_f16_rs.cuh
+     python3 tools/gen_wgmma.py s8 > src/cuda/sm90/wgmma_s8.cuh"""
 import sys
 
 
-def accumulators(regs):
-    """The accumulator operand list %0..%regs-1 (16 per line) and its "+f" constraints (8 per line)."""
+def accumulators(regs, constraint="f"):
+    """The accumulator operand list %0..%regs-1 (16 per line) and its "+f" (or "+r") constraints (8 per line)."""
     names = [", ".join(f"%{i}" for i in range(s, min(s + 16, regs))) for s in range(0, regs, 16)]
     lines = ['        "{"']
     for j, l in enumerate(names):
         lines.append(f'        "{l}{"," if j + 1 < len(names) else ""}"')
     lines.append('        "}, "')
-    cons = [", ".join(f'"+f"(d[{i}])' for i in range(s, min(s + 8, regs))) for s in range(0, regs, 8)]
+    cons = [", ".join(f'"+{constraint}"(d[{i}])' for i in range(s, min(s + 8, regs))) for s in range(0, regs, 8)]
     return lines, "        : " + ",\n          ".join(cons)
 
 
-def wrapper(w, head, signature, instr, operands, inputs, regs, pred):
+def wrapper(w, head, signature, instr, operands, inputs, regs, pred, constraint="f"):
     w(head)
     w(f"  __device__ static void mma({signature}) {{")
     w("    asm volatile(")
     w('        "{\\n.reg .pred p;\\n"')
     w(f'        "setp.ne.b32 p, %{pred}, 0;\\n"')
     w(f'        "{instr} "')
-    lines, cons = accumulators(regs)
+    lines, cons = accumulators(regs, constraint)
     for l in lines:
         w(l)
     w(f'        "{operands}"')
@@ -100,7 +102,42 @@ def f16(w):
     w("}  // namespace flashindexer::sm90")
 
 
+def s8(w):
+    preamble(w, ["wgmma.mma_async m64nNk32 with s8 operands (both K-major in shared memory, described by",
+                 "64-bit matrix descriptors, the fp8 tiles' layout) and s32 accumulators in registers:",
+                 "exact integer dot products. Same D fragment layout as wgmma_fp8.cuh. `first` starts",
+                 "from zero and only writes d, so a fresh accumulator array holds no registers before it."])
+    w("// acc[N / 2] = (scale_d ? acc : 0) + A[64 x 32] * B[N x 32]^T;  first(acc, ...): 0 + A * B^T")
+    w("template <int N>")
+    w("struct WgmmaS8;")
+    w("")
+    for n in (64, 128, 256):
+        regs = n // 2
+        instr = f"wgmma.mma_async.sync.aligned.m64n{n}k32.s32.s8.s8"
+        w(f"template <>\nstruct WgmmaS8<{n}> {{")
+        for name, sig, cons, inputs, pred in (
+                ("mma", f"int32_t (&d)[{regs}], uint64_t desc_a, uint64_t desc_b, int scale_d", "+r",
+                 '"l"(desc_a), "l"(desc_b), "r"(scale_d)', f"%{regs + 2}"),
+                ("first", f"int32_t (&d)[{regs}], uint64_t desc_a, uint64_t desc_b", "=r",
+                 '"l"(desc_a), "l"(desc_b)', "0")):
+            w(f"  __device__ static void {name}({sig}) {{")
+            w("    asm volatile(")
+            w('        "{\\n.reg .pred p;\\n"')
+            w(f'        "setp.ne.b32 p, {pred}, 0;\\n"')
+            w(f'        "{instr} "')
+            lines, c = accumulators(regs, "r")
+            for l in lines:
+                w(l)
+            w(f'        "%{regs}, %{regs + 1}, p;\\n}}\\n"')
+            w(c.replace('"+r"', f'"{cons}"'))
+            w(f"        : {inputs});")
+            w("  }")
+        w("};")
+        w("")
+    w("}  // namespace flashindexer::sm90")
+
+
 if __name__ == "__main__":
     out = []
-    {"fp8": fp8, "f16": f16}[sys.argv[1] if len(sys.argv) > 1 else "fp8"](out.append)
+    {"fp8": fp8, "f16": f16, "s8": s8}[sys.argv[1] if len(sys.argv) > 1 else "fp8"](out.append)
     print("\n".join(out))

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "e2m1_e5m2.h"
+#include "e2m1_s8.h"
 
 #include <cuda_fp8.h>
 
@@ -66,6 +67,27 @@ __device__ __forceinline__ void e2m1_block_to_e5m2(const uint4& in, uint32_t shi
   }
   lo = make_uint4(o[0], o[1], o[2], o[3]);
   hi = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
+// One block as s8 integers for the integer MMA: twice each E2M1 value times 2^shift
+// (shift <= kS8MaxShift; e2m1_s8.h), in e2m1_block_to_e5m2's element order.
+__device__ __forceinline__ void e2m1_block_to_s8(const uint4& in, uint32_t shift, uint4& lo, uint4& hi) {
+  const uint32_t w[4] = {in.x, in.y, in.z, in.w};
+  const S8Lut lut = s8_lut(shift);
+  uint32_t o[8];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    o[2 * k] = e2m1x4_to_s8(w[k], lut);
+    o[2 * k + 1] = e2m1x4_to_s8(w[k] >> 16, lut);
+  }
+  lo = make_uint4(o[0], o[1], o[2], o[3]);
+  hi = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
+// Least of the four block exponents of one vector (max_block_exponent: the largest).
+__device__ __forceinline__ uint32_t min_block_exponent(uint32_t scales4) {
+  const uint32_t b0 = scales4 & 0xFF, b1 = (scales4 >> 8) & 0xFF, b2 = (scales4 >> 16) & 0xFF, b3 = scales4 >> 24;
+  return min(min(b0, b1), min(b2, b3));
 }
 
 }  // namespace flashindexer::sm90

@@ -19,15 +19,26 @@
 //   the MMA's dimension order, see mma_tile_f16). Hopper's FP8 MMA aligns a k32 block's
 //   products to the largest and truncates to ~13 fraction bits, so on fp8 blocks of wide
 //   dynamic range it loses small products (up to ~1e-3 * M, generator wide_range).
-//   mxfp4: four FP8 WGMMA m64nNk32 steps (A: keys, B: query heads, both K-major with the
-//   128-byte swizzle), each into a zeroed accumulator, the partials added in fp32; a k32
-//   step is one scale block, whose E2M1 products span at most 144x, so each step is exact.
+//   mxfp4 groups of N = 256 (prefill), both accuracy modes: the integer path. Twice an
+//   E2M1 value is an integer of 0..12; a vector whose four block exponents lie within 3
+//   of their least e_min is stored as those integers << (e_b - e_min), s8 (e2m1_s8.h), and
+//   four s8 WGMMA m64nNk32 steps in one chain give the exact 128-long dot product in int32;
+//   the score is relu(acc) converted exactly (relu_s8), times w * 2^(eq_min - 127) (folded
+//   into the weights) and 2^(ek_min - 127) / 4 (the key scale). Real (Hadamard-rotated)
+//   vectors spread by at most 2. A tile holding a token that spreads wider stores every
+//   block unshifted, and its four k32 steps run from zero, each partial times
+//   2^(e_b - e_max) added in fp32 (mma_tile_s8_blocks). A group with a query head that
+//   spreads wider takes the E5M2 path below for the whole CTA.
+//   mxfp4 E5M2 path: four FP8 WGMMA m64nNk32 steps (A: keys, B: query heads, both K-major
+//   with the 128-byte swizzle), each into a zeroed accumulator, the partials added in fp32;
+//   a k32 step is one scale block, whose E2M1 products span at most 144x, so each step is
+//   exact.
 //   mxfp4 groups of N <= 128 columns (decode: next_n <= 2 at H = 64, any at H = 32) take
 //   the register-key path (mma_tile_reg): the consumers convert raw E2M1 into E5M2 A
 //   fragments in registers and scale each block's partial by 2^(e_b - e_max) as they add
 //   it; no conversion in shared memory. Both paths give the same bits wherever the first
 //   one's E5M2 values are exact.
-//   Opt-in ScoreAccuracy::kReduced (both formats): one FP8 chain of four k32 steps;
+//   Opt-in ScoreAccuracy::kReduced (fp8; mxfp4 off the integer path): one FP8 chain of four k32 steps;
 //   then per position: sum_h w[h] * relu(acc[h]) in fp32, heads in a fixed order (each
 //   thread's 2 * N / 8 columns in column order, then the 4 lanes of a quad, xor 1 then 2),
 //   times the key's scale. relu is positively homogeneous, so the key scale (fp8: the
@@ -52,7 +63,7 @@
 //   group-wide work (the fused operator's compactions) between the steps' puts.
 // Shared memory: Q N x 128 B (fp8 caches: N x 256 B, room for the f16 queries of the
 //   default mode) + 8 x (8 KiB keys + 256 B scales) + N weights + metadata; mxfp4 adds a
-//   raw ring of 9 x 5 KiB tiles (N = 256: fp8 131 KiB, mxfp4 144 KiB); register-key mxfp4:
+//   raw ring of 9 x 5 KiB tiles and the stages' scale words (N = 256: fp8 131 KiB, mxfp4 146 KiB); register-key mxfp4:
 //   Q N x 128 B + 16 x (4 KiB raw keys + 256 B scale words) (N = 64: 77 KiB).
 #pragma once
 
@@ -72,6 +83,7 @@
 #include "score_passes.h"
 #include "wgmma_f16_rs.cuh"
 #include "wgmma_fp8.cuh"
+#include "wgmma_s8.cuh"
 
 namespace flashindexer::sm90 {
 
@@ -144,11 +156,19 @@ inline constexpr int kScorerStages = 8;  // key tiles in the ring (16 raw tiles 
 #define FI_SCORER_REG_KEYS 1
 #endif
 
-// mxfp4 only: raw key tiles as stored, before their conversion to E5M2.
+// mxfp4 groups of N = 256 take the integer path (s8 WGMMA) unless FI_SCORER_S8=0 (experiment
+// knob: the E5M2 path everywhere).
+#ifndef FI_SCORER_S8
+#define FI_SCORER_S8 1
+#endif
+
+// mxfp4 only: raw key tiles as stored, before their conversion (E5M2 or s8).
 struct Mxfp4RawRing {
   static constexpr int kRaw = 9;                             // 8 in flight + 1 converting
   alignas(16) uint8_t raw[kRaw][cuda::kScorerTile * 64];     // [64, 64] packed E2M1
   uint32_t raw_scale[kRaw][cuda::kScorerTile * 4];           // the token scale word of each chunk
+  uint32_t word[kScorerStages][cuda::kScorerTile];           // integer path: the stage's token scale words
+  uint32_t wide[kScorerStages];                              // integer path: the stage's tile is stored unshifted
 };
 struct NoRawRing {};
 
@@ -172,6 +192,7 @@ struct ScorerSmem {
   int32_t num_passes;
   int32_t num_tiles;
   SampleOrder order;  // the order of the CTA's tiles (plain unless the fused sink samples)
+  int32_t q_s8;       // mxfp4, N = 256: the queries are stored as s8 (the integer path)
 };
 
 template <int kN, bool kMx>
@@ -259,6 +280,9 @@ struct PagedScorer {
                 "three consumer warpgroups: groups of N <= 64 on the register-key or fp8 path only");
   // fp8 caches in the default mode score with FP16 WGMMAs in one chain (mma_tile_f16).
   static constexpr bool kF16 = !kMx && kAccuracy == ScoreAccuracy::kFp32;
+  // mxfp4 groups that share tiles can take the integer path (s8 WGMMA; sm.q_s8 per CTA).
+  static constexpr bool kS8 = kMx && !kRegKeys && FI_SCORER_S8 != 0;
+  static constexpr uint32_t kProducerBarrier = 6;  // the producer warpgroup's per-tile vote
 
   // ---------------------------------------------------------------- set-up
   // Resolves and validates the group's rows, plans the passes and the tile order (up to
@@ -310,11 +334,31 @@ struct PagedScorer {
     __syncthreads();
   }
 
-  // Q heads of the group's rows as fp8 [N, 128] (swizzled) and the weights [N].
-  // Absent or failed rows get zero heads and zero weights.
+  // The UE8M0 block exponents of query head h of `row` (byte j: block j).
+  __device__ static uint32_t q_scale_word(const Queries& q, int64_t row, int h) {
+    const uint8_t* s = q.q_scale + row * q.q_scale_row_stride + h * q.q_scale_head_stride;
+    return uint32_t(s[0]) | uint32_t(s[1]) << 8 | uint32_t(s[2]) << 16 | uint32_t(s[3]) << 24;
+  }
+
+  // Q heads of the group's rows as fp8 or s8 [N, 128] (swizzled) and the weights [N].
+  // Absent or failed rows get zero heads and zero weights. Integer path: the queries are
+  // stored as s8 when every live head's block exponents lie within kS8MaxShift (sm.q_s8;
+  // a CTA-wide vote, so all threads call this, as setup does).
   __device__ static void load_queries(const ScorerArgs& a, Smem& sm) {
     const Queries& q = a.queries;
     const int tid = threadIdx.x;
+    bool q_s8 = false;
+    if constexpr (kS8) {
+      bool wide = false;
+      for (int n = tid; n < kN; n += kThreads) {
+        const GroupRow gr = sm.rows[n / kHeads];
+        if (gr.row < 0 || gr.status != 0) continue;
+        const uint32_t s4 = q_scale_word(q, gr.row, n % kHeads);
+        wide |= max_block_exponent(s4) - min_block_exponent(s4) > kS8MaxShift;
+      }
+      q_s8 = !__syncthreads_or(wide);
+      if (tid == 0) sm.q_s8 = q_s8;
+    }
     constexpr int kItemsPerHead = kMx ? 4 : 8;  // 16-byte source chunks per head
     for (int it = tid; it < kN * kItemsPerHead; it += kThreads) {
       const int n = it / kItemsPerHead, c = it % kItemsPerHead;
@@ -335,14 +379,14 @@ struct PagedScorer {
         }
       }
       if constexpr (kMx) {
-        uint32_t shift = 0;
-        if (live) {
-          const uint8_t* s = q.q_scale + gr.row * q.q_scale_row_stride + h * q.q_scale_head_stride;
-          const uint32_t s4 = uint32_t(s[0]) | uint32_t(s[1]) << 8 | uint32_t(s[2]) << 16 | uint32_t(s[3]) << 24;
-          shift = max_block_exponent(s4) - s[c];
-        }
+        const uint32_t s4 = live ? q_scale_word(q, gr.row, h) : 0u;
+        const uint32_t e_c = (s4 >> (8 * c)) & 0xFF;
         uint4 lo, hi;
-        e2m1_block_to_e5m2(v, shift, lo, hi);
+        if (q_s8) {
+          e2m1_block_to_s8(v, e_c - min_block_exponent(s4), lo, hi);
+        } else {
+          e2m1_block_to_e5m2(v, max_block_exponent(s4) - e_c, lo, hi);
+        }
         if constexpr (kRegKeys) {  // the k order of mma_tile_reg: the block's even elements, then its odd ones
           constexpr uint32_t kEven = 0x6420, kOdd = 0x7531;
           const uint4 even = make_uint4(byte_permute(lo.x, lo.y, kEven), byte_permute(lo.z, lo.w, kEven),
@@ -376,8 +420,10 @@ struct PagedScorer {
       if (gr.row >= 0 && gr.status == 0) {
         w = load_weight(q, gr.row, h);
         if constexpr (kMx) {
-          const uint8_t* s = q.q_scale + gr.row * q.q_scale_row_stride + h * q.q_scale_head_stride;
-          w *= ue8m0_value(max(max(uint32_t(s[0]), uint32_t(s[1])), max(uint32_t(s[2]), uint32_t(s[3]))));
+          // The head's scale: 2^(e_max - 127) for E5M2 heads, 2^(e_min - 127) for s8 heads
+          // (NaN if any block is NaN).
+          const uint32_t s4 = q_scale_word(q, gr.row, h), emax = max_block_exponent(s4);
+          w *= ue8m0_value(q_s8 && emax != 0xFF ? min_block_exponent(s4) : emax);
         }
       }
       sm.w[n] = w;
@@ -472,8 +518,11 @@ struct PagedScorer {
   }
 
   // mxfp4: raw bytes by cp.async into a ring of kRaw tiles, kRawAhead tiles ahead; each
-  // thread converts the chunks it copied itself (no barrier among producers), then
-  // stores E5M2 swizzled and fences for the tensor cores.
+  // thread converts the chunks it copied itself, then stores E5M2 or s8 swizzled and fences
+  // for the tensor cores. Integer path: the producers first vote (named barrier) whether
+  // any token of the tile spreads wider than kS8MaxShift; such a tile is stored unshifted
+  // with its tokens' scale words (mma_tile_s8_blocks), others shifted to each token's
+  // least block exponent.
   __device__ static void issue_raw(const ScorerArgs& a, Smem& sm, int i, int64_t page) {
     const int tid = threadIdx.x;
     const int slot = i % Mxfp4RawRing::kRaw;
@@ -490,6 +539,7 @@ struct PagedScorer {
     constexpr int kAhead = Mxfp4RawRing::kRaw - 1;
     const int tid = threadIdx.x;
     const int n = sm.num_tiles;
+    const bool q_s8 = kS8 && sm.q_s8;
     PageAhead pages;  // indexed by the tile being issued (kAhead tiles ahead of conversion)
     pages.start(a, sm);
     for (int j = 0; j < kAhead; ++j) {
@@ -504,17 +554,42 @@ struct PagedScorer {
       ptx::cp_async_wait<kAhead>();  // this thread's copies of tile i have landed
       const int stage = i % kStages, slot = i % Mxfp4RawRing::kRaw;
       ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
+      bool wide = false;
+      if (q_s8) {
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const uint32_t s4 = sm.ring.raw_scale[slot][tid + 128 * u];
+          wide |= max_block_exponent(s4) - min_block_exponent(s4) > kS8MaxShift;
+        }
+        wide = ptx::named_barrier_or(kProducerBarrier, 128, wide);
+      }
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         const int c = tid + 128 * u, token = c >> 2, block = c & 3;
         const uint4 v = *reinterpret_cast<const uint4*>(sm.ring.raw[slot] + c * 16);
         const uint32_t s4 = sm.ring.raw_scale[slot][c];
-        const uint32_t emax = max_block_exponent(s4);
+        const uint32_t emax = max_block_exponent(s4), e_b = (s4 >> (8 * block)) & 0xFF;
         uint4 lo, hi;
-        e2m1_block_to_e5m2(v, emax - ((s4 >> (8 * block)) & 0xFF), lo, hi);
+        float scale;
+        if (q_s8) {
+          // s8: twice the E2M1 value, shifted to the token's least block exponent (or not
+          // at all in a wide tile); the key scale 2^(e - 127) / 4, e_min or e_max.
+          const uint32_t emin = wide ? 0 : min_block_exponent(s4);
+          e2m1_block_to_s8(v, wide ? 0 : e_b - emin, lo, hi);
+          scale = ue8m0_value(wide || emax == 0xFF ? emax : emin) * 0.25f;
+        } else {
+          e2m1_block_to_e5m2(v, emax - e_b, lo, hi);
+          scale = ue8m0_value(emax);
+        }
         *reinterpret_cast<uint4*>(sm.k[stage] + ptx::sw128_offset(token, 2 * block)) = lo;
         *reinterpret_cast<uint4*>(sm.k[stage] + ptx::sw128_offset(token, 2 * block + 1)) = hi;
-        if (block == 0) sm.kscale[stage][token] = ue8m0_value(emax);
+        if (block == 0) {
+          sm.kscale[stage][token] = scale;
+          if constexpr (kS8) sm.ring.word[stage][token] = s4;
+        }
+      }
+      if constexpr (kS8) {
+        if (tid == 0) sm.ring.wide[stage] = wide;
       }
       ptx::fence_proxy_async_smem();
       ptx::mbar_arrive(&sm.full[stage]);
@@ -629,6 +704,79 @@ struct PagedScorer {
     }
 #pragma unroll
     for (int i = 0; i < kNw / 2; ++i) acc[i] += part[i];
+  }
+
+  // Integer path: iacc[64 x kNw] = K_tile * Q_cols^T over D = 128, exact: four s8 k32
+  // steps in one chain (|acc| < 128 x 96^2 < 2^21).
+  __device__ static void mma_tile_s8(int32_t (&iacc)[kNw / 2], uint64_t desc_k, uint64_t desc_q) {
+    if constexpr (FI_SCORER_MMA == 0) {
+#pragma unroll
+      for (int i = 0; i < kNw / 2; ++i) iacc[i] = 0;
+      ptx::fence_registers(iacc);  // opaque values: the epilogue is not folded away
+      return;
+    }
+    ptx::wgmma_fence();
+    WgmmaS8<kNw>::first(iacc, desc_k, desc_q);
+#pragma unroll
+    for (int kk = 1; kk < 4; ++kk) WgmmaS8<kNw>::mma(iacc, desc_k + 2 * kk, desc_q + 2 * kk, 1);
+    ptx::wgmma_commit();
+    ptx::wgmma_wait<0>();
+    ptx::fence_registers(iacc);
+  }
+
+  // Integer path, a wide tile (keys stored unshifted): acc = sum_b 2^(e_b - e_max) K_b Q_b^T,
+  // each k32 step b from zero (exact, |partial| < 32 x 12 x 96), times its token's block
+  // factor (0 below 2^-126) and added in fp32 in block order. word0, word1: the scale
+  // words of the thread's positions m0, m0 + 8. Rare (real vectors never take it): half
+  // the columns at a time (fewer registers) and the conversions through I2F.
+  __device__ static void mma_tile_s8_blocks(float (&acc)[kNw / 2], uint64_t desc_k, uint64_t desc_q, uint32_t word0,
+                                            uint32_t word1) {
+    constexpr int kHalf = kNw / 2;  // columns per MMA; element i of half h is element h kHalf / 2 + i
+    const int emax0 = int(max_block_exponent(word0)), emax1 = int(max_block_exponent(word1));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint64_t desc_qh = desc_q + uint64_t(h * kHalf * 128 / 16);  // kHalf query rows of 128 bytes further
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        int32_t part[kHalf / 2];
+        ptx::wgmma_fence();
+        WgmmaS8<kHalf>::first(part, desc_k + 2 * b, desc_qh + 2 * b);
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+        ptx::fence_registers(part);
+        auto factor = [&](uint32_t word, int emax) {
+          return __int_as_float(max(int((word >> (8 * b)) & 0xFF) - emax + 127, 0) << 23);
+        };
+        const float f0 = factor(word0, emax0), f1 = factor(word1, emax1);
+#pragma unroll
+        for (int i = 0; i < kHalf / 2; ++i) {
+          const float v = float(part[i]) * ((i & 2) ? f1 : f0);  // element i: position m0 + 8 ((i / 2) % 2)
+          float& a = acc[h * kHalf / 2 + i];
+          a = b == 0 ? v : a + v;
+        }
+      }
+    }
+  }
+
+  // relu of an exact int32 |a| < 2^22, as fp32 and exact: a added to the bits of
+  // 1.5 x 2^23 (whose ulp is 1) and floored there (one VIADDMNMX), minus 1.5 x 2^23 (FADD).
+  __device__ static float relu_s8(int32_t a) {
+    constexpr int32_t kMagic = 0x4B400000;  // 12582912.0f
+    return __int_as_float(max(a + kMagic, kMagic)) - 12582912.0f;
+  }
+
+  // add_head_sums<false> over the integer chain's accumulators.
+  __device__ static void add_head_sums_s8(const int32_t (&iacc)[kNw / 2], const float2 (&wr)[kNw / 8],
+                                          float (&s)[kRowsW][2]) {
+#pragma unroll
+    for (int b = 0; b < kNw / 8; ++b) {
+      const int r = (b * 8) / kHeads;
+      const float2 w = wr[b];
+      s[r][0] = fmaf(w.x, relu_s8(iacc[4 * b]), s[r][0]);
+      s[r][0] = fmaf(w.y, relu_s8(iacc[4 * b + 1]), s[r][0]);
+      s[r][1] = fmaf(w.x, relu_s8(iacc[4 * b + 2]), s[r][1]);
+      s[r][1] = fmaf(w.y, relu_s8(iacc[4 * b + 3]), s[r][1]);
+    }
   }
 
   // kF16: acc[64 x kNw] = K_tile * Q_cols^T over D = 128 by eight FP16 WGMMA k16 steps in
@@ -828,10 +976,24 @@ struct PagedScorer {
   // sink.put(r, row, position, score) for every in-window position of the tile's pass;
   // lockstep sinks: sink.step(sm, t) before each step (see the file comment). Row windows,
   // the pass and the NaN flags live in registers: the loop reads only the key scales.
+  // The integer path's loop is its own instance (kUseS8), so neither path holds the
+  // other's accumulators.
   template <class Sink>
   __device__ static void consume(Smem& sm, int cw, Sink& sink) {
+    if constexpr (kS8) {
+      if (sm.q_s8) {
+        consume_tiles<true>(sm, cw, sink);
+        return;
+      }
+    }
+    consume_tiles<false>(sm, cw, sink);
+  }
+
+  template <bool kUseS8, class Sink>
+  __device__ static void consume_tiles(Smem& sm, int cw, Sink& sink) {
     constexpr bool kPingPong =
-        kShareTiles && (FI_SCORER_PINGPONG == 1 || (FI_SCORER_PINGPONG == 2 && kF16 && !Sink::kLockstep));
+        kShareTiles &&
+        (FI_SCORER_PINGPONG == 1 || (FI_SCORER_PINGPONG == 2 && (kF16 || kUseS8) && !Sink::kLockstep));
     const int t = threadIdx.x - 128;  // 0..255
     const int lane = t & 31, warp = (t >> 5) & 3;
     const int m0 = warp * 16 + (lane >> 2), m1 = m0 + 8;
@@ -856,10 +1018,10 @@ struct PagedScorer {
       nan[w] = false;
     }
     // part stays untouched (and costs no registers) in kReduced, where it is unused.
-    constexpr int kPart = kAccuracy == ScoreAccuracy::kReduced || kF16 || kRegKeys ? 0 : kNw / 2;
+    constexpr int kPart = kAccuracy == ScoreAccuracy::kReduced || kF16 || kRegKeys || kUseS8 ? 0 : kNw / 2;
     float acc[kNw / 2], part[kNw / 2];
 #pragma unroll
-    for (int i = 0; i < kNw / 2; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < (kUseS8 ? 0 : kNw / 2); ++i) acc[i] = 0.0f;
 #pragma unroll
     for (int i = 0; i < kPart; ++i) part[i] = 0.0f;
     float2 wr[kNw / 8];
@@ -892,31 +1054,60 @@ struct PagedScorer {
         ks0 = sm.kscale[stage][m0];
         ks1 = sm.kscale[stage][m1];
       }
+      bool wide = false;  // integer path: the tile is stored unshifted (mma_tile_s8_blocks)
+      uint32_t word0 = 0, word1 = 0;
+      if constexpr (kUseS8) {
+        wide = sm.ring.wide[stage] != 0;
+        if (wide) {
+          word0 = sm.ring.word[stage][m0];
+          word1 = sm.ring.word[stage][m1];
+        }
+      }
       const uint64_t desc_k = ptx::smem_desc_sw128(sm.k[stage]);
       const bool neg = !kMx && (ks0 < 0.0f || ks1 < 0.0f);
       float s[kRowsW][2];
 #pragma unroll
       for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = 0.0f;
       if constexpr (kPingPong) ptx::named_barrier(kTurnBarrier + cw, 256);  // my turn
-      if constexpr (kRegKeys) {  // arrives on the empty barrier itself, before its MMAs
-        mma_tile_reg(acc, sm.k[stage], reinterpret_cast<const uint32_t*>(sm.kscale[stage]), m0, desc_q,
-                     &sm.empty[stage], ks0, ks1);
-      } else if constexpr (kF16) {
-        mma_tile_f16(acc, sm.k[stage], m0, desc_q);
+      // After the tile's MMAs: the tensor cores to the other warpgroup, the stage to the producer.
+      auto release = [&] {
+        if constexpr (kPingPong) {
+          if (cw == 0 || i + step < num_tiles) ptx::named_barrier_arrive(kTurnBarrier + (cw ^ 1), 256);
+        }
+        if constexpr (!kRegKeys) ptx::mbar_arrive(&sm.empty[stage]);
+      };
+      bool summed = false;  // integer chain: the head sums come straight from the int32 accumulators
+      if constexpr (kUseS8) {
+        if (!wide) {
+          int32_t iacc[kNw / 2];
+          mma_tile_s8(iacc, desc_k, desc_q);
+          release();
+          add_head_sums_s8(iacc, wr, s);
+          summed = true;
+        } else {
+          mma_tile_s8_blocks(acc, desc_k, desc_q, word0, word1);
+          release();
+        }
       } else {
-        mma_tile(acc, part, desc_k, desc_q);
+        if constexpr (kRegKeys) {  // arrives on the empty barrier itself, before its MMAs
+          mma_tile_reg(acc, sm.k[stage], reinterpret_cast<const uint32_t*>(sm.kscale[stage]), m0, desc_q,
+                       &sm.empty[stage], ks0, ks1);
+        } else if constexpr (kF16) {
+          mma_tile_f16(acc, sm.k[stage], m0, desc_q);
+        } else {
+          mma_tile(acc, part, desc_k, desc_q);
+        }
+        release();
       }
-      if constexpr (kPingPong) {
-        if (cw == 0 || i + step < num_tiles) ptx::named_barrier_arrive(kTurnBarrier + (cw ^ 1), 256);
-      }
-      if constexpr (!kRegKeys) ptx::mbar_arrive(&sm.empty[stage]);
-      if constexpr (FI_SCORER_EPILOGUE == 0) {
+      if (!summed) {
+        if constexpr (FI_SCORER_EPILOGUE == 0) {
 #pragma unroll
-        for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = acc[r];
-      } else if (neg) {
-        add_head_sums<true>(acc, wr, ks0 < 0.0f, ks1 < 0.0f, s);
-      } else {
-        add_head_sums<false>(acc, wr, false, false, s);
+          for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = acc[r];
+        } else if (neg) {
+          add_head_sums<true>(acc, wr, ks0 < 0.0f, ks1 < 0.0f, s);
+        } else {
+          add_head_sums<false>(acc, wr, false, false, s);
+        }
       }
       pass.seek(sm, tile);  // sampled orders have one pass: seek needs no monotone order
       float out[kOut];

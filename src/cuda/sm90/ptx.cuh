@@ -120,6 +120,11 @@ __device__ __forceinline__ void fence_registers(float (&r)[kN]) {
 #pragma unroll
   for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
+template <int kN>
+__device__ __forceinline__ void fence_registers(int32_t (&r)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}
 
 // Descriptor of a K-major operand tile in shared memory with the 128-byte swizzle:
 // rows of exactly 128 bytes (one fp8 head vector, D = 128), 8-row atoms of 1024 bytes
