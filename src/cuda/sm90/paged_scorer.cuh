@@ -63,7 +63,7 @@
 //   group-wide work (the fused operator's compactions) between the steps' puts.
 // Shared memory: Q N x 128 B (fp8 caches: N x 256 B, room for the f16 queries of the
 //   default mode) + 8 x (8 KiB keys + 256 B scales) + N weights + metadata; mxfp4 adds a
-//   raw ring of 9 x 5 KiB tiles and the stages' scale words (N = 256: fp8 131 KiB, mxfp4 146 KiB); register-key mxfp4:
+//   raw ring of 9 x 5 KiB tiles (N = 256: fp8 131 KiB, mxfp4 144 KiB); register-key mxfp4:
 //   Q N x 128 B + 16 x (4 KiB raw keys + 256 B scale words) (N = 64: 77 KiB).
 #pragma once
 
@@ -167,8 +167,7 @@ struct Mxfp4RawRing {
   static constexpr int kRaw = 9;                             // 8 in flight + 1 converting
   alignas(16) uint8_t raw[kRaw][cuda::kScorerTile * 64];     // [64, 64] packed E2M1
   uint32_t raw_scale[kRaw][cuda::kScorerTile * 4];           // the token scale word of each chunk
-  uint32_t word[kScorerStages][cuda::kScorerTile];           // integer path: the stage's token scale words
-  uint32_t wide[kScorerStages];                              // integer path: the stage's tile is stored unshifted
+  uint32_t wide[kScorerStages];  // integer path: the stage's tile is stored unshifted (kscale: the scale words)
 };
 struct NoRawRing {};
 
@@ -231,6 +230,11 @@ inline constexpr int kLaunchRegs = 168;
 #endif
 #ifndef FI_SCORER_CONSUMER_FENCE
 #define FI_SCORER_CONSUMER_FENCE 1
+#endif
+// FI_SCORER_PRODUCER_CONVERT=0 (timing only, wrong scores): the mxfp4 producer of N = 256
+// groups stores nothing: its copies, waits, vote, fence and barriers alone.
+#ifndef FI_SCORER_PRODUCER_CONVERT
+#define FI_SCORER_PRODUCER_CONVERT 1
 #endif
 // Ping-pong (order only, same scores): the two consumer warpgroups that share tiles (N = 256)
 // take turns on the tensor cores, so one's epilogue runs under the other's MMAs (named
@@ -564,7 +568,7 @@ struct PagedScorer {
         wide = ptx::named_barrier_or(kProducerBarrier, 128, wide);
       }
 #pragma unroll
-      for (int u = 0; u < 2; ++u) {
+      for (int u = 0; u < (FI_SCORER_PRODUCER_CONVERT ? 2 : 0); ++u) {
         const int c = tid + 128 * u, token = c >> 2, block = c & 3;
         const uint4 v = *reinterpret_cast<const uint4*>(sm.ring.raw[slot] + c * 16);
         const uint32_t s4 = sm.ring.raw_scale[slot][c];
@@ -572,21 +576,19 @@ struct PagedScorer {
         uint4 lo, hi;
         float scale;
         if (q_s8) {
-          // s8: twice the E2M1 value, shifted to the token's least block exponent (or not
-          // at all in a wide tile); the key scale 2^(e - 127) / 4, e_min or e_max.
+          // s8: twice the E2M1 value, shifted to the token's least block exponent, with the
+          // key scale 2^(e_min - 127) / 4; in a wide tile unshifted, with the scale word as
+          // stored in place of the scale (the consumers derive both from it).
           const uint32_t emin = wide ? 0 : min_block_exponent(s4);
           e2m1_block_to_s8(v, wide ? 0 : e_b - emin, lo, hi);
-          scale = ue8m0_value(wide || emax == 0xFF ? emax : emin) * 0.25f;
+          scale = wide ? __uint_as_float(s4) : ue8m0_value(emax == 0xFF ? emax : emin) * 0.25f;
         } else {
           e2m1_block_to_e5m2(v, emax - e_b, lo, hi);
           scale = ue8m0_value(emax);
         }
         *reinterpret_cast<uint4*>(sm.k[stage] + ptx::sw128_offset(token, 2 * block)) = lo;
         *reinterpret_cast<uint4*>(sm.k[stage] + ptx::sw128_offset(token, 2 * block + 1)) = hi;
-        if (block == 0) {
-          sm.kscale[stage][token] = scale;
-          if constexpr (kS8) sm.ring.word[stage][token] = s4;
-        }
+        if (block == 0) sm.kscale[stage][token] = scale;
       }
       if constexpr (kS8) {
         if (tid == 0) sm.ring.wide[stage] = wide;
@@ -1058,9 +1060,11 @@ struct PagedScorer {
       uint32_t word0 = 0, word1 = 0;
       if constexpr (kUseS8) {
         wide = sm.ring.wide[stage] != 0;
-        if (wide) {
-          word0 = sm.ring.word[stage][m0];
-          word1 = sm.ring.word[stage][m1];
+        if (wide) {  // kscale holds the scale words: the key scale is 2^(e_max - 127) / 4
+          word0 = __float_as_uint(ks0);
+          word1 = __float_as_uint(ks1);
+          ks0 = ue8m0_value(max_block_exponent(word0)) * 0.25f;
+          ks1 = ue8m0_value(max_block_exponent(word1)) * 0.25f;
         }
       }
       const uint64_t desc_k = ptx::smem_desc_sw128(sm.k[stage]);
