@@ -25,10 +25,10 @@
 //   four s8 WGMMA m64nNk32 steps in one chain give the exact 128-long dot product in int32;
 //   the score is relu(acc) converted exactly (relu_s8), times w * 2^(eq_min - 127) (folded
 //   into the weights) and 2^(ek_min - 127) / 4 (the key scale). Real (Hadamard-rotated)
-//   vectors spread by at most 2. A tile holding a token that spreads wider stores every
-//   block unshifted, and its four k32 steps run from zero, each partial times
-//   2^(e_b - e_max) added in fp32 (mma_tile_s8_blocks). A group with a query head that
-//   spreads wider takes the E5M2 path below for the whole CTA.
+//   vectors spread by at most 2. A token that spreads wider is stored unshifted and flags
+//   its tile; a flagged tile's four k32 steps run from zero, each partial times its
+//   token's block factor added in fp32 (mma_tile_s8_blocks). A group with a query head
+//   that spreads wider takes the E5M2 path below for the whole CTA.
 //   mxfp4 E5M2 path: four FP8 WGMMA m64nNk32 steps (A: keys, B: query heads, both K-major
 //   with the 128-byte swizzle), each into a zeroed accumulator, the partials added in fp32;
 //   a k32 step is one scale block, whose E2M1 products span at most 144x, so each step is
@@ -167,7 +167,7 @@ struct Mxfp4RawRing {
   static constexpr int kRaw = 9;                             // 8 in flight + 1 converting
   alignas(16) uint8_t raw[kRaw][cuda::kScorerTile * 64];     // [64, 64] packed E2M1
   uint32_t raw_scale[kRaw][cuda::kScorerTile * 4];           // the token scale word of each chunk
-  uint32_t wide[kScorerStages];  // integer path: the stage's tile is stored unshifted (kscale: the scale words)
+  uint32_t wide[kScorerStages];  // integer path: i + 1 when tile i (in this stage) holds a wide token
 };
 struct NoRawRing {};
 
@@ -286,7 +286,6 @@ struct PagedScorer {
   static constexpr bool kF16 = !kMx && kAccuracy == ScoreAccuracy::kFp32;
   // mxfp4 groups that share tiles can take the integer path (s8 WGMMA; sm.q_s8 per CTA).
   static constexpr bool kS8 = kMx && !kRegKeys && FI_SCORER_S8 != 0;
-  static constexpr uint32_t kProducerBarrier = 6;  // the producer warpgroup's per-tile vote
 
   // ---------------------------------------------------------------- set-up
   // Resolves and validates the group's rows, plans the passes and the tile order (up to
@@ -309,6 +308,7 @@ struct PagedScorer {
     if (tid < Smem::kStages) {
       ptx::mbar_init(&sm.full[tid], kRegKeys ? 32 : 128);  // the producer threads that copy a tile
       ptx::mbar_init(&sm.empty[tid], kEmptyArrivals);
+      if constexpr (kS8) sm.ring.wide[tid] = 0;
     }
     __syncthreads();
     // Every page each row's window touches (entries outside windows are never read).
@@ -523,10 +523,10 @@ struct PagedScorer {
 
   // mxfp4: raw bytes by cp.async into a ring of kRaw tiles, kRawAhead tiles ahead; each
   // thread converts the chunks it copied itself, then stores E5M2 or s8 swizzled and fences
-  // for the tensor cores. Integer path: the producers first vote (named barrier) whether
-  // any token of the tile spreads wider than kS8MaxShift; such a tile is stored unshifted
-  // with its tokens' scale words (mma_tile_s8_blocks), others shifted to each token's
-  // least block exponent.
+  // for the tensor cores. Integer path: each token shifted to its least block exponent, or
+  // unshifted if it spreads wider than kS8MaxShift, which also flags the tile (a shared
+  // atomicMax of i + 1: no reset, no barrier among the producers); kscale holds the scale
+  // words as stored, from which the consumers take the key scale and block factors.
   __device__ static void issue_raw(const ScorerArgs& a, Smem& sm, int i, int64_t page) {
     const int tid = threadIdx.x;
     const int slot = i % Mxfp4RawRing::kRaw;
@@ -558,15 +558,6 @@ struct PagedScorer {
       ptx::cp_async_wait<kAhead>();  // this thread's copies of tile i have landed
       const int stage = i % kStages, slot = i % Mxfp4RawRing::kRaw;
       ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
-      bool wide = false;
-      if (q_s8) {
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          const uint32_t s4 = sm.ring.raw_scale[slot][tid + 128 * u];
-          wide |= max_block_exponent(s4) - min_block_exponent(s4) > kS8MaxShift;
-        }
-        wide = ptx::named_barrier_or(kProducerBarrier, 128, wide);
-      }
 #pragma unroll
       for (int u = 0; u < (FI_SCORER_PRODUCER_CONVERT ? 2 : 0); ++u) {
         const int c = tid + 128 * u, token = c >> 2, block = c & 3;
@@ -575,13 +566,12 @@ struct PagedScorer {
         const uint32_t emax = max_block_exponent(s4), e_b = (s4 >> (8 * block)) & 0xFF;
         uint4 lo, hi;
         float scale;
-        if (q_s8) {
-          // s8: twice the E2M1 value, shifted to the token's least block exponent, with the
-          // key scale 2^(e_min - 127) / 4; in a wide tile unshifted, with the scale word as
-          // stored in place of the scale (the consumers derive both from it).
-          const uint32_t emin = wide ? 0 : min_block_exponent(s4);
+        if (q_s8) {  // s8: twice the E2M1 value, shifted to the token's least block exponent
+          const uint32_t emin = min_block_exponent(s4);
+          const bool wide = emax - emin > kS8MaxShift;
           e2m1_block_to_s8(v, wide ? 0 : e_b - emin, lo, hi);
-          scale = wide ? __uint_as_float(s4) : ue8m0_value(emax == 0xFF ? emax : emin) * 0.25f;
+          if (wide && block == 0) atomicMax(&sm.ring.wide[stage], uint32_t(i + 1));
+          scale = __uint_as_float(s4);
         } else {
           e2m1_block_to_e5m2(v, emax - e_b, lo, hi);
           scale = ue8m0_value(emax);
@@ -589,9 +579,6 @@ struct PagedScorer {
         *reinterpret_cast<uint4*>(sm.k[stage] + ptx::sw128_offset(token, 2 * block)) = lo;
         *reinterpret_cast<uint4*>(sm.k[stage] + ptx::sw128_offset(token, 2 * block + 1)) = hi;
         if (block == 0) sm.kscale[stage][token] = scale;
-      }
-      if constexpr (kS8) {
-        if (tid == 0) sm.ring.wide[stage] = wide;
       }
       ptx::fence_proxy_async_smem();
       ptx::mbar_arrive(&sm.full[stage]);
@@ -726,15 +713,28 @@ struct PagedScorer {
     ptx::fence_registers(iacc);
   }
 
-  // Integer path, a wide tile (keys stored unshifted): acc = sum_b 2^(e_b - e_max) K_b Q_b^T,
-  // each k32 step b from zero (exact, |partial| < 32 x 12 x 96), times its token's block
-  // factor (0 below 2^-126) and added in fp32 in block order. word0, word1: the scale
-  // words of the thread's positions m0, m0 + 8. Rare (real vectors never take it): half
-  // the columns at a time (fewer registers) and the conversions through I2F.
+  // Integer path: the key scale of a token from its scale word: 2^(e - 127) / 4 with e the
+  // least block exponent (the single chain, every token of the tile shifted to it) or the
+  // largest (mma_tile_s8_blocks); NaN if a block is NaN.
+  __device__ static float s8_key_scale(uint32_t word, bool blocks) {
+    const uint32_t emax = max_block_exponent(word);
+    return ue8m0_value(blocks || emax == 0xFF ? emax : min_block_exponent(word)) * 0.25f;
+  }
+
+  // Integer path, a flagged tile (some token stored unshifted): acc = the sum over blocks b
+  // of each k32 step from zero (exact, |partial| < 32 x 12 x 96) times the token's block
+  // factor, added in fp32 in block order: 2^(e_min - e_max) for a token shifted to e_min,
+  // 2^(e_b - e_max) for an unshifted one (0 below 2^-126). word0, word1: the scale words of
+  // the thread's positions m0, m0 + 8. Rare (real vectors never take it): half the columns
+  // at a time (fewer registers) and the conversions through I2F.
+  __device__ static float s8_block_factor(uint32_t word, int b) {
+    const int emax = int(max_block_exponent(word)), emin = int(min_block_exponent(word));
+    const int e = emax - emin > int(kS8MaxShift) ? int((word >> (8 * b)) & 0xFF) : emin;
+    return __int_as_float(max(e - emax + 127, 0) << 23);
+  }
   __device__ static void mma_tile_s8_blocks(float (&acc)[kNw / 2], uint64_t desc_k, uint64_t desc_q, uint32_t word0,
                                             uint32_t word1) {
     constexpr int kHalf = kNw / 2;  // columns per MMA; element i of half h is element h kHalf / 2 + i
-    const int emax0 = int(max_block_exponent(word0)), emax1 = int(max_block_exponent(word1));
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint64_t desc_qh = desc_q + uint64_t(h * kHalf * 128 / 16);  // kHalf query rows of 128 bytes further
@@ -746,10 +746,7 @@ struct PagedScorer {
         ptx::wgmma_commit();
         ptx::wgmma_wait<0>();
         ptx::fence_registers(part);
-        auto factor = [&](uint32_t word, int emax) {
-          return __int_as_float(max(int((word >> (8 * b)) & 0xFF) - emax + 127, 0) << 23);
-        };
-        const float f0 = factor(word0, emax0), f1 = factor(word1, emax1);
+        const float f0 = s8_block_factor(word0, b), f1 = s8_block_factor(word1, b);
 #pragma unroll
         for (int i = 0; i < kHalf / 2; ++i) {
           const float v = float(part[i]) * ((i & 2) ? f1 : f0);  // element i: position m0 + 8 ((i / 2) % 2)
@@ -995,7 +992,7 @@ struct PagedScorer {
   __device__ static void consume_tiles(Smem& sm, int cw, Sink& sink) {
     constexpr bool kPingPong =
         kShareTiles &&
-        (FI_SCORER_PINGPONG == 1 || (FI_SCORER_PINGPONG == 2 && (kF16 || kUseS8) && !Sink::kLockstep));
+        (FI_SCORER_PINGPONG == 1 || (FI_SCORER_PINGPONG == 2 && kF16 && !Sink::kLockstep));
     const int t = threadIdx.x - 128;  // 0..255
     const int lane = t & 31, warp = (t >> 5) & 3;
     const int m0 = warp * 16 + (lane >> 2), m1 = m0 + 8;
@@ -1056,16 +1053,12 @@ struct PagedScorer {
         ks0 = sm.kscale[stage][m0];
         ks1 = sm.kscale[stage][m1];
       }
-      bool wide = false;  // integer path: the tile is stored unshifted (mma_tile_s8_blocks)
-      uint32_t word0 = 0, word1 = 0;
+      bool wide = false;  // integer path: a token of the tile is stored unshifted (mma_tile_s8_blocks)
+      const uint32_t word0 = __float_as_uint(ks0), word1 = __float_as_uint(ks1);  // integer path: scale words
       if constexpr (kUseS8) {
-        wide = sm.ring.wide[stage] != 0;
-        if (wide) {  // kscale holds the scale words: the key scale is 2^(e_max - 127) / 4
-          word0 = __float_as_uint(ks0);
-          word1 = __float_as_uint(ks1);
-          ks0 = ue8m0_value(max_block_exponent(word0)) * 0.25f;
-          ks1 = ue8m0_value(max_block_exponent(word1)) * 0.25f;
-        }
+        wide = sm.ring.wide[stage] == uint32_t(i + 1);
+        ks0 = s8_key_scale(word0, wide);
+        ks1 = s8_key_scale(word1, wide);
       }
       const uint64_t desc_k = ptx::smem_desc_sw128(sm.k[stage]);
       const bool neg = !kMx && (ks0 < 0.0f || ks1 < 0.0f);
