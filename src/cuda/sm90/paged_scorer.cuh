@@ -19,7 +19,7 @@
 //   the MMA's dimension order, see mma_tile_f16). Hopper's FP8 MMA aligns a k32 block's
 //   products to the largest and truncates to ~13 fraction bits, so on fp8 blocks of wide
 //   dynamic range it loses small products (up to ~1e-3 * M, generator wide_range).
-//   mxfp4 groups of N = 256 (prefill), both accuracy modes: the integer path. Twice an
+//   mxfp4 groups of N = 256 (prefill), default mode: the integer path. Twice an
 //   E2M1 value is an integer of 0..12; a vector whose four block exponents lie within 3
 //   of their least e_min is stored as those integers << (e_b - e_min), s8 (e2m1_s8.h), and
 //   four s8 WGMMA m64nNk32 steps in one chain give the exact 128-long dot product in int32;
@@ -36,9 +36,10 @@
 //   mxfp4 groups of N <= 128 columns (decode: next_n <= 2 at H = 64, any at H = 32) take
 //   the register-key path (mma_tile_reg): the consumers convert raw E2M1 into E5M2 A
 //   fragments in registers and scale each block's partial by 2^(e_b - e_max) as they add
-//   it; no conversion in shared memory. Both paths give the same bits wherever the first
-//   one's E5M2 values are exact.
-//   Opt-in ScoreAccuracy::kReduced (fp8; mxfp4 off the integer path): one FP8 chain of four k32 steps;
+//   it; no conversion in shared memory. It gives the E5M2 path's bits wherever the E5M2
+//   values are exact; the integer path's dot products are exact, so its scores may differ
+//   from both in the last bits (each operator, dense or fused, runs the same path).
+//   Opt-in ScoreAccuracy::kReduced (fp8, and mxfp4 groups of N = 256): one FP8 chain of four k32 steps;
 //   then per position: sum_h w[h] * relu(acc[h]) in fp32, heads in a fixed order (each
 //   thread's 2 * N / 8 columns in column order, then the 4 lanes of a quad, xor 1 then 2),
 //   times the key's scale. relu is positively homogeneous, so the key scale (fp8: the
@@ -284,8 +285,10 @@ struct PagedScorer {
                 "three consumer warpgroups: groups of N <= 64 on the register-key or fp8 path only");
   // fp8 caches in the default mode score with FP16 WGMMAs in one chain (mma_tile_f16).
   static constexpr bool kF16 = !kMx && kAccuracy == ScoreAccuracy::kFp32;
-  // mxfp4 groups that share tiles can take the integer path (s8 WGMMA; sm.q_s8 per CTA).
-  static constexpr bool kS8 = kMx && !kRegKeys && FI_SCORER_S8 != 0;
+  // mxfp4 groups that share tiles can take the integer path (s8 WGMMA; sm.q_s8 per CTA) in the
+  // default mode. kReduced keeps its single FP8 chain: with the E5M2 producer's lighter
+  // conversion it is the faster one (docs/perf.md, session 15).
+  static constexpr bool kS8 = kMx && !kRegKeys && kAccuracy == ScoreAccuracy::kFp32 && FI_SCORER_S8 != 0;
 
   // ---------------------------------------------------------------- set-up
   // Resolves and validates the group's rows, plans the passes and the tile order (up to
