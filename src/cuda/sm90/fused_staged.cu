@@ -218,15 +218,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // 3. The same decision in every CTA: the segment's candidates, when they hold its top K.
   uint32_t n = 0;
-  bool fits = true, nan = false;
+  bool nan = false;  // n <= kCap below bounds every CTA's count too (counts <= chunk: no overflow)
   for (uint32_t q = 0; q < ctas; ++q) {
     const StagedShared* r = cluster.map_shared_rank(&ss, q);
     const uint32_t c = r->count;
-    fits &= c <= uint32_t(RowSelector::kCap);
     n += c;
     nan |= r->nan != 0u;
   }
-  const bool selected = (take_all || guessed) && fits && n <= uint32_t(RowSelector::kCap) &&
+  const bool selected = (take_all || guessed) && n <= uint32_t(RowSelector::kCap) &&
                         (take_all || n >= uint32_t(f.k));
   RowSelector sel(st, f.k);  // step 4's (CTA 0); it leaves the candidates alone
   if (rank == 0) {
