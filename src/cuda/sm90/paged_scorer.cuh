@@ -233,7 +233,7 @@ inline constexpr int kLaunchRegs = 168;
 #define FI_SCORER_CONSUMER_FENCE 1
 #endif
 // FI_SCORER_PRODUCER_CONVERT=0 (timing only, wrong scores): the mxfp4 producer of N = 256
-// groups stores nothing: its copies, waits, vote, fence and barriers alone.
+// groups stores nothing: its copies, waits, fence and barriers alone.
 #ifndef FI_SCORER_PRODUCER_CONVERT
 #define FI_SCORER_PRODUCER_CONVERT 1
 #endif
@@ -725,7 +725,7 @@ struct PagedScorer {
   }
 
   // Integer path, a flagged tile (some token stored unshifted): acc = the sum over blocks b
-  // of each k32 step from zero (exact, |partial| < 32 x 12 x 96) times the token's block
+  // of each k32 step from zero (exact, |partial| <= 32 x 96^2 < 2^24) times the token's block
   // factor, added in fp32 in block order: 2^(e_min - e_max) for a token shifted to e_min,
   // 2^(e_b - e_max) for an unshifted one (0 below 2^-126). word0, word1: the scale words of
   // the thread's positions m0, m0 + 8. Rare (real vectors never take it): half the columns
@@ -994,8 +994,7 @@ struct PagedScorer {
   template <bool kUseS8, class Sink>
   __device__ static void consume_tiles(Smem& sm, int cw, Sink& sink) {
     constexpr bool kPingPong =
-        kShareTiles &&
-        (FI_SCORER_PINGPONG == 1 || (FI_SCORER_PINGPONG == 2 && kF16 && !Sink::kLockstep));
+        kShareTiles && (FI_SCORER_PINGPONG == 1 || (FI_SCORER_PINGPONG == 2 && kF16 && !Sink::kLockstep));
     const int t = threadIdx.x - 128;  // 0..255
     const int lane = t & 31, warp = (t >> 5) & 3;
     const int m0 = warp * 16 + (lane >> 2), m1 = m0 + 8;
