@@ -2,7 +2,10 @@
 // CPU: every 4-code word and every fast-path shift, against independent decoders.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <utility>
 #include <cstdint>
 
 #include "cuda/sm90/e2m1_e5m2.h"
@@ -81,6 +84,69 @@ TEST(E2m1ToS8, EveryCodeWordAndShiftIsTwiceTheValueShifted) {
   EXPECT_EQ(checked, int64_t(4) * 65536 * 4);
   EXPECT_EQ(int8_t(e2m1x4_to_s8(0x7, s8_lut(kS8MaxShift)) & 0xFF), 96);    // the largest magnitude
   EXPECT_EQ(int8_t(e2m1x4_to_s8(0xF, s8_lut(kS8MaxShift)) & 0xFF), -96);
+}
+
+TEST(E2m1ToS8, ReluOfTheIntegerChainIsExact) {
+  // Every int32 the chain can produce (|a| < 2^22, a superset of 128 x 96^2 < 2^21).
+  for (int32_t a = -(1 << 22); a < (1 << 22); ++a) {
+    const float got = relu_s8(a);
+    if (got != float(a > 0 ? a : 0)) FAIL() << "relu_s8(" << a << ") = " << got;
+  }
+  EXPECT_EQ(relu_s8(128 * 96 * 96), float(128 * 96 * 96));
+  EXPECT_FALSE(std::signbit(relu_s8(-5)));  // +0, not -0
+}
+
+// The integer path's representation on random vectors quantized as the model does (block
+// exponents within 3 of their least): twice each E2M1 value shifted by e_b - e_min, as the
+// permutes give it, times 2^(e_min - 127) / 2, is the dequantized value; so the int32 dot
+// product of a key and a query head times 2^(ek_min + eq_min - 254) / 4 is the exact dot.
+TEST(E2m1ToS8, ShiftedIntegersTimesTheLeastScaleAreTheDequantizedValues) {
+  uint64_t state = 0x2545F4914F6CDD1Dull;
+  auto next = [&] {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return state;
+  };
+  struct Vec {
+    uint8_t codes[128], exps[4];
+    int8_t s8[128];
+    double value[128];
+  };
+  auto make_vec = [&] {
+    Vec v{};
+    const int base = 100 + int(next() % 40);
+    for (int b = 0; b < 4; ++b) v.exps[b] = uint8_t(base + int(next() % 4));
+    const int emin = std::min(std::min(v.exps[0], v.exps[1]), std::min(v.exps[2], v.exps[3]));
+    for (int b = 0; b < 4; ++b) {
+      const S8Lut lut = s8_lut(uint32_t(v.exps[b] - emin));
+      for (int i = 0; i < 32; i += 4) {
+        uint32_t codes = 0;
+        for (int j = 0; j < 4; ++j) {
+          const uint8_t c = uint8_t(next() & 0xF);
+          v.codes[32 * b + i + j] = c;
+          codes |= uint32_t(c) << (4 * j);
+        }
+        const uint32_t out = e2m1x4_to_s8(codes, lut);
+        for (int j = 0; j < 4; ++j) v.s8[32 * b + i + j] = int8_t((out >> (8 * j)) & 0xFF);
+      }
+      for (int i = 0; i < 32; ++i)
+        v.value[32 * b + i] = std::ldexp(oracle::e2m1(v.codes[32 * b + i]), int(v.exps[b]) - 127);
+    }
+    for (int d = 0; d < 128; ++d)
+      EXPECT_EQ(std::ldexp(double(v.s8[d]), emin - 127 - 1), v.value[d]) << "element " << d;
+    return std::make_pair(v, emin);
+  };
+  for (int trial = 0; trial < 2000; ++trial) {
+    const auto [k, ek] = make_vec();
+    const auto [q, eq] = make_vec();
+    int32_t dot = 0;
+    double exact = 0;
+    for (int d = 0; d < 128; ++d) {
+      dot += int32_t(k.s8[d]) * int32_t(q.s8[d]);
+      exact += k.value[d] * q.value[d];
+    }
+    ASSERT_LT(std::abs(dot), 128 * 96 * 96);
+    ASSERT_EQ(std::ldexp(double(dot), ek + eq - 254 - 2), exact) << "trial " << trial;
+  }
 }
 
 TEST(E2m1ToE5m2, BytePermuteFollowsPrmt) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "e2m1_e5m2.h"
 
@@ -37,6 +38,21 @@ FI_HD uint32_t e2m1x4_to_s8(uint32_t codes, const S8Lut& t) {
   const uint32_t pos = byte_permute(t.lo, t.hi, sel), neg = byte_permute(t.nlo, t.nhi, sel);
   const uint32_t sign = byte_permute(0u, 0xFFFFFFFFu, (codes & 0x8888) >> 1);
   return (pos & ~sign) | (neg & sign);
+}
+
+// relu of an exact int32 |a| < 2^22, as fp32 and exact: a added to the bits of 1.5 x 2^23
+// (whose ulp is 1) and floored there (one VIADDMNMX), minus 1.5 x 2^23 (one FADD). The
+// integer chain's dot products stay below 128 x 96^2 < 2^21.
+FI_HD float relu_s8(int32_t a) {
+  constexpr int32_t kMagic = 0x4B400000;  // 12582912.0f
+#if defined(__CUDA_ARCH__)
+  return __int_as_float(max(a + kMagic, kMagic)) - 12582912.0f;
+#else
+  const int32_t bits = a + kMagic > kMagic ? a + kMagic : kMagic;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f - 12582912.0f;
+#endif
 }
 
 }  // namespace flashindexer::sm90

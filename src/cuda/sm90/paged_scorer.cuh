@@ -760,13 +760,6 @@ struct PagedScorer {
     }
   }
 
-  // relu of an exact int32 |a| < 2^22, as fp32 and exact: a added to the bits of
-  // 1.5 x 2^23 (whose ulp is 1) and floored there (one VIADDMNMX), minus 1.5 x 2^23 (FADD).
-  __device__ static float relu_s8(int32_t a) {
-    constexpr int32_t kMagic = 0x4B400000;  // 12582912.0f
-    return __int_as_float(max(a + kMagic, kMagic)) - 12582912.0f;
-  }
-
   // add_head_sums<false> over the integer chain's accumulators.
   __device__ static void add_head_sums_s8(const int32_t (&iacc)[kNw / 2], const float2 (&wr)[kNw / 8],
                                           float (&s)[kRowsW][2]) {
