@@ -1,6 +1,7 @@
 // flashindexer: E2M1 codes as signed 8-bit integers for the integer MMA (paged_scorer.cuh's
-// mxfp4 prefill path), callable on the host too (tests/test_e2m1_e5m2.cpp checks every
-// 4-code word and shift in CI, without a GPU).
+// mxfp4 prefill path), and the exact relu of its int32 dot products; callable on the host
+// too (tests/test_e2m1_e5m2.cpp checks every 4-code word and shift, and relu_s8 over its
+// whole range, in CI, without a GPU).
 //
 // Twice an E2M1 value is an integer: magnitudes {0, 1, 2, 3, 4, 6, 8, 12} for codes 0..7,
 // bit 3 the sign (code 8, -0, gives 0). A block of a vector whose UE8M0 exponent lies
