@@ -8,11 +8,13 @@
 #   tools/pack_prebuilt.sh build/release build/variant_x      # -> .prebuilt/bins.tar.xz
 #   device run, carry [".prebuilt"]
 #   usage: [TESTS=gtest-filter|none] [TESTS_<name>=filter|none] [SHARDS=4] [SANITIZE=0]
-#          [TOPK_POINTS="..."] [POINTS="..."] [BENCH_ARGS=--full] [TORCH=1]
+#          [SANITIZE_<name>=0|1] [SANITIZE_TIMEOUT=300] [TOPK_POINTS="..."] [POINTS="..."]
+#          [POINTS_<name>="..."] [BENCH_ARGS=--full] [TORCH=1]
 #          tools/device_prebuilt.sh [name=build/dir ...]     (default: release=build/release)
 # Per variant: the tests (filter TESTS_<name>, else TESTS, else 'Gpu*': the GPU label) when
 # dir/tests/flashindexer_tests was carried, in SHARDS gtest shards run side by side on the GPU;
-# compute-sanitizer memcheck + racecheck on the small cases of each tested variant; then
+# compute-sanitizer (racecheck on the small cases, memcheck on them and on the decode clusters),
+# side by side with the tests, each run within SANITIZE_TIMEOUT s (default 300); then
 # bench-topk and bench points. TORCH=1 first times torch.topk on the TopK points
 # (bench/torch_topk_baseline.py, same GPU and call) and puts it beside every variant's lines.
 # Variants are knob builds of the same tree (name=dir, e.g. prefilter=build/variant_prefilter):
@@ -48,7 +50,23 @@ for v in "${variants[@]}"; do
   [ -x "$cli" ] || { echo "$name: $cli was not carried" | tee -a "$OUT/prebuilt.txt"; rc=1; continue; }
   vfilter_var="TESTS_$name"
   vfilter=${!vfilter_var:-$filter}
+  sanitize_var="SANITIZE_$name"
+  sanitize=${!sanitize_var:-${SANITIZE:-1}}
   if [ "$vfilter" != none ] && [ -x "$tests" ]; then
+    san_pids=() runs=()
+    if [ "$sanitize" = 1 ]; then
+      # Four runs side by side with the tests (none of them is timed), each bounded: racecheck
+      # and memcheck on the small cases, and memcheck on each format's decode clusters (long
+      # under the sanitizer: session 15).
+      runs=("racecheck:$small" "memcheck:$small" "memcheck:GpuFused.SanitizerDecodeClusters"
+        "memcheck:GpuFused.SanitizerDecodeClustersFp8")
+      san_start=$SECONDS
+      for ((i = 0; i < ${#runs[@]}; i++)); do
+        tool=${runs[$i]%%:*} tfilter=${runs[$i]#*:}
+        timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool "$tool" --error-exitcode 9 "$tests" \
+          --gtest_filter="$tfilter" > "/tmp/sanitize_${name}_$i.log" 2>&1 & san_pids+=($!)
+      done
+    fi
     start=$SECONDS pids=()
     for ((i = 0; i < shards; i++)); do
       GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout 400 "$tests" --gtest_filter="$vfilter" \
@@ -60,21 +78,21 @@ for v in "${variants[@]}"; do
     nfail=$(grep -cE '^\[  FAILED  \] [A-Za-z]' "/tmp/tests_$name.log")
     echo "$name tests ($vfilter, $shards shards, $((SECONDS - start)) s): $npass passed, $nfail failed" | tee -a "$OUT/prebuilt.txt"
     grep -E '^\[  FAILED  \] [A-Za-z]|Failure' "/tmp/tests_$name.log" | head -20 | tee -a "$OUT/prebuilt.txt"
-    if [ "${SANITIZE:-1}" = 1 ]; then
-      for tool in memcheck racecheck; do
-        tfilter=$small
-        [ "$tool" = memcheck ] && tfilter="$small:GpuFused.SanitizerDecodeClusters"
-        timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$tests" --gtest_filter="$tfilter" > "/tmp/$tool.log" 2>&1 || rc=1
-        echo "$name compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "/tmp/$tool.log" | tail -2 | tr '\n' ' ')" |
-          tee -a "$OUT/prebuilt.txt"
-      done
-    fi
+    for ((i = 0; i < ${#san_pids[@]}; i++)); do
+      wait "${san_pids[$i]}"
+      status=$?
+      [ $status -eq 0 ] || rc=1
+      echo "$name compute-sanitizer ${runs[$i]} (exit $status, $((SECONDS - san_start)) s):" \
+        "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "/tmp/sanitize_${name}_$i.log" | tail -2 | tr '\n' ' ')" |
+        tee -a "$OUT/prebuilt.txt"
+    done
   fi
   : > "/tmp/bench_$name.jsonl"
   for pt in $topk_points; do
     timeout 60 "$cli" bench-topk --json --only "$pt" >> "/tmp/bench_$name.jsonl" 2>> "$OUT/prebuilt.err" || rc=1
   done
-  for pt in $points; do
+  points_var="POINTS_$name"
+  for pt in ${!points_var-$points}; do
     # shellcheck disable=SC2086  # BENCH_ARGS: extra words, e.g. --full for the decode sweep's points
     timeout 100 "$cli" bench --json ${BENCH_ARGS:-} --only "$pt" >> "/tmp/bench_$name.jsonl" 2>> "$OUT/prebuilt.err" || rc=1
   done

@@ -75,6 +75,7 @@ struct StagedParams {
 struct StagedShared {
   int64_t split, c0, c1;  // this CTA's split and chunk [c0, c1), kept here across the scoring
   uint32_t warp_count[kWarps];
+  uint32_t first[cuda::kTopKStagedMaxCluster];  // CTA 0: index of each CTA's first candidate in the gather
   uint32_t count;  // this CTA's candidates
   uint32_t nan;    // a NaN among this CTA's scores
 };
@@ -222,6 +223,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (uint32_t q = 0; q < ctas; ++q) {
     const StagedShared* r = cluster.map_shared_rank(&ss, q);
     const uint32_t c = r->count;
+    if (rank == 0 && threadIdx.x == 0) ss.first[q] = n;
     n += c;
     nan |= r->nan != 0u;
   }
@@ -229,13 +231,23 @@ __global__ void __launch_bounds__(kThreads, 1)
                         (take_all || n >= uint32_t(f.k));
   RowSelector sel(st, f.k);  // step 4's (CTA 0); it leaves the candidates alone
   if (rank == 0) {
-    if (selected) {  // in CTA order: position order
-      uint32_t at = ss.count;
-      for (uint32_t q = 1; q < ctas; ++q) {
-        const uint32_t c = cluster.map_shared_rank(&ss, q)->count;
-        const uint64_t* remote = cluster.map_shared_rank(st.cand, q);
-        for (uint32_t i = threadIdx.x; i < c; i += kThreads) st.cand[at + i] = remote[i];
-        at += c;
+    if (selected) {  // in CTA order: position order; candidate i of the segment is CTA q's
+      // i - first[q]th, q the last CTA with first[q] <= i; four loads in flight per thread (a
+      // copy per CTA, one after another, took 6.7-8.3K cycles: docs/perf.md, session 15)
+      __syncthreads();  // ss.first
+      for (uint32_t i0 = ss.count + threadIdx.x; i0 < n; i0 += 4 * kThreads) {
+        uint64_t key[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint32_t i = i0 + uint32_t(j * kThreads);
+          uint32_t q = 0;
+          for (uint32_t step = cuda::kTopKStagedMaxCluster / 2; step > 0; step /= 2)
+            q += q + step < ctas && ss.first[q + step] <= i ? step : 0u;
+          key[j] = i < n ? cluster.map_shared_rank(st.cand, q)[i - ss.first[q]] : 0ull;
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (i0 + uint32_t(j * kThreads) < n) st.cand[i0 + uint32_t(j * kThreads)] = key[j];
       }
     } else {  // 4. every in-window score of the segment through the selector, from every stage
       for (uint32_t q = 0; q < ctas; ++q) {

@@ -29,6 +29,7 @@
 //   CTAs per SM), ~152 KiB at 1024; the pair kernel asks for 116 KiB (one CTA per SM);
 //   kStaged ~88 KiB + its chunk (up to 128 KiB, one CTA per SM).
 #include <cooperative_groups.h>
+#include <cub/block/block_scan.cuh>
 
 #include <atomic>
 #include <cmath>
@@ -624,26 +625,70 @@ __global__ void __launch_bounds__(kFinishThreads, 1) grid_finish_kernel(const To
   finish_row(a, sel, row, w, nan, clock, t);
 }
 
-// Exact merge of the splits' local top K of each row. A programmatic dependent of the
-// kernel that wrote the splits: checks its row first.
+// Exact merge of the splits' local top K of each row. The splits' counts come first, one
+// load per thread and a block scan, then their keys as one flat array, four per thread per
+// push, each push's keys loaded before the previous push runs: no load waits on a count or
+// on a push (a load per split, then its keys, one split after another, cost ~2 global
+// latencies per split: 30 us for 13 x 512 keys, docs/perf.md session 16). A programmatic
+// dependent of the kernel that wrote the splits: checks its row first.
 __global__ void __launch_bounds__(kBlock, 2) topk_merge_kernel(const TopKArgs a) {
+  using Scan = cub::BlockScan<uint32_t, kBlock>;
   extern __shared__ __align__(16) uint8_t smem[];
   auto& st = *reinterpret_cast<RowSelector::Storage*>(smem);
   __shared__ uint32_t scratch;
+  __shared__ uint32_t first[kBlock];  // flat index of each split's first key (a chunk of kBlock splits)
+  __shared__ typename Scan::TempStorage scan;
   const int64_t row = blockIdx.x;
   RowSelector sel(st, a.k);
   const RowWindow w = check_row<kBlock>(a, row, &scratch);
   ptx::wait_for_previous_kernel();
   const SplitCandidates ws = split_workspace(a);
   bool nan = false;
-  if (w.status == 0) {
-    for (int s = 0; s < a.splits; ++s) {
-      const int64_t slot = row * a.splits + s;
-      nan |= ws.nan[slot] != 0;
-      push_keys(sel, ws.keys + slot * a.k, int32_t(ws.counts[slot]));
+  for (int s0 = 0; w.status == 0 && s0 < a.splits; s0 += kBlock) {
+    const int ns = a.splits - s0 < kBlock ? a.splits - s0 : kBlock;
+    const int64_t slot0 = row * a.splits + s0;
+    uint32_t count = 0;
+    if (int(threadIdx.x) < ns) {
+      count = ws.counts[slot0 + threadIdx.x];
+      nan |= ws.nan[slot0 + threadIdx.x] != 0;
     }
+    uint32_t total = 0;
+    Scan(scan).ExclusiveSum(count, first[threadIdx.x], total);
+    __syncthreads();
+    // Flat key i lies in split s, the last with first[s] <= i (splits may hold no key).
+    auto load = [&](uint32_t base, uint64_t(&rk)[4], bool(&ok)[4]) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t i = base + uint32_t(j * kBlock) + threadIdx.x;
+        ok[j] = i < total;
+        rk[j] = 0ull;
+        if (ok[j]) {
+          int lo = 0, hi = ns;
+          while (hi - lo > 1) {
+            const int mid = (lo + hi) / 2;
+            if (first[mid] <= i) lo = mid; else hi = mid;
+          }
+          rk[j] = ws.keys[(slot0 + lo) * a.k + (i - first[lo])];
+        }
+      }
+    };
+    uint64_t rk[4];
+    bool ok[4];
+    load(0, rk, ok);
+    for (uint32_t base = 0; base < total; base += RowSelector::kTile) {
+      uint64_t next[4];
+      bool next_ok[4];
+      load(base + RowSelector::kTile, next, next_ok);
+      sel.push_tile(rk, ok);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        rk[j] = next[j];
+        ok[j] = next_ok[j];
+      }
+    }
+    __syncthreads();  // first[] and the scan storage are rewritten by the next chunk
   }
-  finish_row(a, sel, row, w, nan);
+  finish_row(a, sel, row, w, __syncthreads_or(nan));
 }
 
 // Raises the kernels' dynamic shared-memory limit once per device (a host-side
