@@ -224,6 +224,11 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
                          {"gather_cycles", sprof[sm90::kStagedProfileGather] / ctas},
                          {"finish_cycles_over_all_ctas", sprof[sm90::kStagedProfileFinish] / ctas}};
   }
+  // Builds with -DFI_TOPK_PROFILE=1: the split merge's phases (split decode rows), per CTA.
+  unsigned long long tprof[sm90::kTopKProfileSlots];
+  if (profiled(sm90::topk_profile, tprof)) {
+    profile["merge"] = topk_profile_json(tprof);
+  }
   const double dense_extra = double(rows) * double(logits.row_stride) * 4 + double(topk_ws);
   for (int path = 0; path < 2; ++path) {
     const double ms = path == 0 ? fused_ms : dense_ms;

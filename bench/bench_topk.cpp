@@ -28,6 +28,15 @@ struct Point {
 
 }  // namespace
 
+nlohmann::json topk_profile_json(const unsigned long long (&prof)[sm90::kTopKProfileSlots]) {
+  const double ctas = double(prof[sm90::kTopKProfileCtas]);
+  const char* names[] = {"ctas", "check", "wait", "sample", "select", "reduce", "order", "write", "sync"};
+  static_assert(sizeof(names) / sizeof(names[0]) == sm90::kTopKProfileSlots);
+  nlohmann::json per_cta = {{"ctas", ctas}};
+  for (int i = 1; i < sm90::kTopKProfileSlots; ++i) per_cta[std::string(names[i]) + "_cycles"] = prof[i] / ctas;
+  return per_cta;
+}
+
 int bench_topk(const BenchOptions& opt) {
   cudaDeviceProp prop{};
   BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -148,12 +157,7 @@ int bench_topk(const BenchOptions& opt) {
         run_status = topk_over_logits(p, o, l);
         BENCH_CHECK(cudaDeviceSynchronize());
         if (run_status.is_ok() && sm90::topk_profile(prof, true) && prof[sm90::kTopKProfileCtas] > 0) {
-          const double ctas = double(prof[sm90::kTopKProfileCtas]);
-          const char* names[] = {"ctas", "check", "wait", "sample", "select", "reduce", "order", "write", "sync"};
-          static_assert(sizeof(names) / sizeof(names[0]) == sm90::kTopKProfileSlots);
-          nlohmann::json per_cta = {{"ctas", ctas}};
-          for (int i = 1; i < sm90::kTopKProfileSlots; ++i) per_cta[std::string(names[i]) + "_cycles"] = prof[i] / ctas;
-          j["profile_per_cta"] = per_cta;
+          j["profile_per_cta"] = topk_profile_json(prof);
         }
       }
       std::printf("%s\n", j.dump().c_str());

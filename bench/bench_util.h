@@ -5,9 +5,16 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <vector>
 
+#include "cuda/sm90/topk_over_logits.h"
+
 namespace flashindexer::bench {
+
+// A -DFI_TOPK_PROFILE=1 build's per-phase sums (sm90::topk_profile) as cycles per CTA
+// (bench_topk.cpp).
+nlohmann::json topk_profile_json(const unsigned long long (&prof)[sm90::kTopKProfileSlots]);
 
 #define BENCH_CHECK(expr)                                                                      \
   do {                                                                                         \

@@ -55,11 +55,11 @@ for v in "${variants[@]}"; do
   if [ "$vfilter" != none ] && [ -x "$tests" ]; then
     san_pids=() runs=()
     if [ "$sanitize" = 1 ]; then
-      # Four runs side by side with the tests (none of them is timed), each bounded: racecheck
-      # and memcheck on the small cases, and memcheck on each format's decode clusters (long
+      # Runs side by side with the tests (none of them is timed), each bounded: racecheck
+      # and memcheck on the small cases, and memcheck on each decode-cluster case (long
       # under the sanitizer: session 15).
-      runs=("racecheck:$small" "memcheck:$small" "memcheck:GpuFused.SanitizerDecodeClusters"
-        "memcheck:GpuFused.SanitizerDecodeClustersFp8")
+      runs=("racecheck:$small" "memcheck:$small")
+      for c in EveryPosition GuessAndFallback Segments Fp8; do runs+=("memcheck:GpuFused.SanitizerDecodeClusters$c"); done
       san_start=$SECONDS
       for ((i = 0; i < ${#runs[@]}; i++)); do
         tool=${runs[$i]%%:*} tfilter=${runs[$i]#*:}

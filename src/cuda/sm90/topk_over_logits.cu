@@ -639,9 +639,13 @@ __global__ void __launch_bounds__(kBlock, 2) topk_merge_kernel(const TopKArgs a)
   __shared__ uint32_t first[kBlock];  // flat index of each split's first key (a chunk of kBlock splits)
   __shared__ typename Scan::TempStorage scan;
   const int64_t row = blockIdx.x;
+  TopKClock clock;
+  long long t = clock.now();
   RowSelector sel(st, a.k);
   const RowWindow w = check_row<kBlock>(a, row, &scratch);
+  clock.lap(kTopKProfileCheck, t);
   ptx::wait_for_previous_kernel();
+  clock.lap(kTopKProfileWait, t);
   const SplitCandidates ws = split_workspace(a);
   bool nan = false;
   for (int s0 = 0; w.status == 0 && s0 < a.splits; s0 += kBlock) {
@@ -688,7 +692,9 @@ __global__ void __launch_bounds__(kBlock, 2) topk_merge_kernel(const TopKArgs a)
     }
     __syncthreads();  // first[] and the scan storage are rewritten by the next chunk
   }
-  finish_row(a, sel, row, w, __syncthreads_or(nan));
+  nan = __syncthreads_or(nan);
+  clock.lap(kTopKProfileSelect, t);
+  finish_row(a, sel, row, w, nan, clock, t);
 }
 
 // Raises the kernels' dynamic shared-memory limit once per device (a host-side
