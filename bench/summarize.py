@@ -47,6 +47,13 @@ def profile(recs):
             p = r["profile_per_cta"]["staged"]
             print(f"{r['point']:38} {p['score_cycles']:>10.0f} {p['guess_cycles']:>10.0f} {p['pass_cycles']:>10.0f}"
                   f" {p['gather_cycles']:>10.0f} {p['finish_cycles_over_all_ctas']:>10.0f}")
+    merged = [r for r in recs if r.get("op") == "fused_topk" and "merge" in r.get("profile_per_cta", {})]
+    if merged:
+        names = ["check", "wait", "select", "reduce", "order", "write"]
+        print(f"{'split merge, cycles per CTA':38}" + "".join(f" {n:>10}" for n in names))
+        for r in merged:
+            p = r["profile_per_cta"]["merge"]
+            print(f"{r['point']:38}" + "".join(f" {p[n + '_cycles']:>10.0f}" for n in names))
     if not rows:
         return
     print(f"{'fused profile, cycles per CTA':34} {'consume':>10} {'votes':>10} {'compact':>10} {'n comp':>7}"

@@ -360,7 +360,7 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
     s.form = RowForm::kDecode;
     return s;
   };
-  for (Generator g : kAllGenerators)  // segments of a few thousand positions: every position a candidate
+  for (Generator g : kAllGenerators)  // segments of a few thousand positions: the guess when it keeps few
     check(decode(g, 2, 40000, 512, 130 + uint64_t(g)), std::string("2 x 40,000 ") + to_string(g));
   check(decode(Generator::kAscending, 5, 40000, 512, 140), "5 x 40,000 ascending");  // clusters of 8, the guess
   for (OutputOrder order : {OutputOrder::kPosition, OutputOrder::kRank}) {
@@ -370,7 +370,8 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
   }
   check(decode(Generator::kSpecials, 60, 20000, 512, 160), "60 x 20,000 specials");  // fallbacks
   check(decode(Generator::kGaussian, 32, 65536, 2048, 161), "32 x 65,536");  // segments with the guess
-  check(decode(Generator::kGaussian, 8, 3000, 2048, 162), "8 x 3,000 k 2048");  // rows shorter than K
+  check(decode(Generator::kGaussian, 8, 3000, 2048, 162), "8 x 3,000 k 2048");  // rows shorter than K: every position
+  check(decode(Generator::kTies, 3, 2000, 512, 165), "3 x 2,000 ties");  // under 2,048 positions: every position
   SyntheticSpec s = decode(Generator::kStructured, 60, 20000, 512, 163);
   s.num_heads = 32;
   s.order = OutputOrder::kRank;
@@ -585,7 +586,7 @@ TEST(GpuFused, SanitizerSmallCases) {
 // (fused_staged.cu). Every position a candidate:
 TEST(GpuFused, SanitizerDecodeClustersEveryPosition) {
   SKIP_WITHOUT_GPU();
-  SyntheticSpec m = spec(CacheFormat::kMxfp4, Generator::kGaussian, 0, 1, 3000, 512, 122);
+  SyntheticSpec m = spec(CacheFormat::kMxfp4, Generator::kGaussian, 0, 1, 2000, 512, 122);
   m.form = RowForm::kDecode;
   expect_fused_exact(make(m), "sanitizer mxfp4 decode cluster");
 }

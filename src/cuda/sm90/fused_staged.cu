@@ -18,10 +18,11 @@
 //   3. when the segment's candidates are at least min(K, L) and fit, every score left out is
 //      below all of them, so its top K is among them: CTA 0 gathers them and keeps the K
 //      best in position order; S = 1: the row's outputs (by rank: after a block radix sort);
-//      S > 1: to the workspace, merged by topk_over_logits.cu's merge kernel (as fused_topk's
-//      split rows);
+//      S > 1: to the workspace slot of the segment, merged by topk_over_logits.cu's ordered
+//      merge kernel (a programmatic dependent launch, triggered after the scoring: the slots
+//      read in segment order are the row's candidates in position order);
 //   4. otherwise (a failed guess, a full buffer) CTA 0 streams every stage of the cluster
-//      through a BlockSelector (exact).
+//      through a BlockSelector (exact; S > 1: its K best to the slot in position order).
 // Warp roles: warpgroup 0 produces, 1-3 consume, each on every third tile (mxfp4: setmaxnreg
 //   48 / 152, back to 128 after the scoring; fp8: 128 registers throughout); then all 512
 //   threads select.
@@ -63,6 +64,14 @@ using StagedClock = PhaseClock<kFusedStagedProfileSlots, FI_FUSED_PROFILE != 0>;
 #define FI_STAGED_PRODUCER_REGS 48
 #endif
 constexpr int kConsumerRegs = (kThreads * 128 - 128 * FI_STAGED_PRODUCER_REGS) / 384 / 8 * 8;
+// Sanitizer knob: FI_STAGED_SETMAXNREG=0 keeps 128 registers in every warp (no split, no
+// restore). The restore to 128 after the scoring needs the whole register file, and under
+// compute-sanitizer memcheck the kernel hung (session 16); this build lets memcheck check
+// the same code without the register moves.
+#ifndef FI_STAGED_SETMAXNREG
+#define FI_STAGED_SETMAXNREG 1
+#endif
+constexpr bool kMoveRegs = FI_STAGED_SETMAXNREG != 0;
 
 struct StagedParams {
   TopKOutputs out;
@@ -86,6 +95,23 @@ struct StageSink {  // positions < max_context <= INT32_MAX
   int32_t c0;
   __device__ void put(int, int64_t, int64_t pos, float v) const { stage[int32_t(pos) - c0] = v; }
 };
+
+// Windows of at least FI_STAGED_GUESS_MIN_LEN positions (>= 2,048: distinct samples) that fit
+// the candidate buffer take the guess too when it keeps at most a quarter of them (K (mu +
+// 5 sigma) / mu predicted survivors, staged_guess_rank's rank): CTA 0 then gathers and selects
+// among ~K x 1.35 keys instead of the whole window (V4-Flash B = 1: segments of ~5,000
+// positions, K = 512). Longer windows: staged_guess_rank, as topk_staged_kernel.
+#ifndef FI_STAGED_GUESS_MIN_LEN
+#define FI_STAGED_GUESS_MIN_LEN 2048
+#endif
+static_assert(FI_STAGED_GUESS_MIN_LEN >= RowSelector::kTile, "the guess's samples must be distinct positions");
+__device__ int64_t segment_guess_rank(int64_t len, int32_t k) {
+  if (len > RowSelector::kCap) return staged_guess_rank(len, k);
+  if (len < FI_STAGED_GUESS_MIN_LEN) return 0;
+  const float mu = float(k) * float(RowSelector::kTile) / float(len);
+  const int64_t rank = int64_t(mu + 5.0f * sqrtf(mu)) + 1;
+  return rank >= 8 && float(k) * float(rank) <= 0.25f * mu * float(len) ? rank : 0;
+}
 
 template <class Smem>
 constexpr size_t stage_offset() {
@@ -124,17 +150,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     Core::setup(a, sm, group, c0, c1);  // ends with a CTA barrier
 
     if (threadIdx.x < 128) {
-      if constexpr (Core::kRegKeys) ptx::regs_dealloc<FI_STAGED_PRODUCER_REGS>();
+      if constexpr (Core::kRegKeys && kMoveRegs) ptx::regs_dealloc<FI_STAGED_PRODUCER_REGS>();
       Core::produce(a, sm);
-      if constexpr (Core::kRegKeys) ptx::regs_alloc<128>();
+      if constexpr (Core::kRegKeys && kMoveRegs) ptx::regs_alloc<128>();
     } else {
-      if constexpr (Core::kRegKeys) ptx::regs_alloc<kConsumerRegs>();
+      if constexpr (Core::kRegKeys && kMoveRegs) ptx::regs_alloc<kConsumerRegs>();
       StageSink sink{stage, int32_t(c0)};
       Core::consume(sm, int(threadIdx.x) / 128 - 1, sink);
-      if constexpr (Core::kRegKeys) ptx::regs_dealloc<128>();
+      if constexpr (Core::kRegKeys && kMoveRegs) ptx::regs_dealloc<128>();
     }
   }
   __syncthreads();  // every score is staged; the consumers' NaN flag is in sm.rows[0]
+  // S > 1: the merge (a programmatic dependent launch) may start once every CTA is here: it
+  // checks its row's window and pages during the selection below, then waits for this grid.
+  if (f.segments > 1) ptx::launch_dependents();
   // (The CTA's coordinates come back from shared memory: nothing but the scorer's own state
   // stays in registers through the scoring.)
   const cg::cluster_group cluster = cg::this_cluster();
@@ -158,8 +187,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t lo = min(max(seg0, int64_t(gr.start)), seg1);
   const int64_t hi = max(lo, min(seg1, int64_t(gr.end)));
   const int64_t len = hi - lo;
-  const bool take_all = len <= RowSelector::kCap;
-  const int64_t need = take_all ? 0 : staged_guess_rank(len, f.k);
+  const int64_t need = segment_guess_rank(len, f.k);
+  const bool take_all = need == 0 && len <= RowSelector::kCap;
   cluster.sync();  // every stage of the segment is written
 
   // 1. The guess, from the same samples in every CTA.
@@ -299,9 +328,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint32_t kept;
   if (selected) {
     kept = keep_gathered(st, n, uint32_t(f.k), ss.warp_count, clock, t, [&](uint32_t i, uint64_t key) { keys[i] = key; });
-  } else {
-    kept = uint32_t(sel.gather());
-    for (uint32_t i = threadIdx.x; i < kept; i += kThreads) keys[i] = sel.candidates()[i];
+  } else {  // in position order too, as the ordered merge reads the slots
+    uint64_t sorted[RowSelector::kSortItems];
+    kept = uint32_t(sel.finish(false, sorted, position_bits(ta), lo, len));
+#pragma unroll
+    for (int i = 0; i < RowSelector::kSortItems; ++i) {
+      const uint32_t idx = threadIdx.x * RowSelector::kSortItems + i;
+      if (idx < kept) keys[idx] = sorted[i];
+    }
   }
   if (threadIdx.x == 0) {
     f.ws.counts[slot] = kept;
@@ -376,7 +410,7 @@ cudaError_t fused_staged_topk(const IndexerProblem& p, const TopKOutputs& out, c
                                           });
   if (e != cudaSuccess || plan.segments <= 1) return e;
   TopKArgs m{nullptr, 0, p.rows, p.cache.pages, p.k, p.order, out, plan.segments, workspace};
-  return topk_merge_splits(m, stream);
+  return topk_merge_splits(m, stream, true);
 }
 
 }  // namespace flashindexer::sm90

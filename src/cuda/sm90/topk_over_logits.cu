@@ -284,6 +284,8 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_rows_kernel(c
 
 // Above half an SM's shared memory (~114 KiB), so that the two CTAs of a row never share
 // an SM (they may, as a cluster, when both fit: measured no faster than one CTA, session 11).
+// The ordered merge: the selector's storage, then [kMaxK] keys for rank order's sort.
+constexpr size_t kOrderedMergeSmem = sizeof(RowSelector::Storage) + size_t(kMaxK) * 8;
 constexpr size_t kPairSmem = sizeof(RowSelector::Storage) > 116 * 1024 ? sizeof(RowSelector::Storage) : 116 * 1024;
 
 // A cluster of two CTAs per row, each on its own SM: both take the same sampled guess of
@@ -626,17 +628,27 @@ __global__ void __launch_bounds__(kFinishThreads, 1) grid_finish_kernel(const To
 }
 
 // Exact merge of the splits' local top K of each row. The splits' counts come first, one
-// load per thread and a block scan, then their keys as one flat array, four per thread per
-// push, each push's keys loaded before the previous push runs: no load waits on a count or
-// on a push (a load per split, then its keys, one split after another, cost ~2 global
-// latencies per split: 30 us for 13 x 512 keys, docs/perf.md session 16). A programmatic
-// dependent of the kernel that wrote the splits: checks its row first.
-__global__ void __launch_bounds__(kBlock, 2) topk_merge_kernel(const TopKArgs a) {
+// load per thread and a block scan. kOrdered (the fused decode clusters, fused_staged.cu):
+// every slot holds its keys in position order and the splits cover increasing positions, so
+// the slots read one after another are the row's candidates in position order; when they fit
+// the candidate buffer they are copied there flat and finished as a cluster's gathered
+// candidates are (keep_gathered: one radix select, no compaction, no sort by position).
+// Otherwise (or not kOrdered) they go through the selector as one flat array, four keys per
+// thread per push, each push's keys loaded before the previous push runs. (Before: a count
+// load, then that split's keys, one split after another: 30 us for 13 x 512 keys at
+// V4-Flash B = 1; the flat pushes alone did not help, the selector's compaction, bitmap order
+// and pushes took 35K of the kernel's 41K cycles: docs/perf.md, session 16.) A programmatic
+// dependent of the kernel that wrote the splits: checks its row first. kOrdered serves few
+// rows (S > 1 at small batches): 128 registers (at 64 it spilled 8 bytes).
+template <bool kOrdered>
+__global__ void __launch_bounds__(kBlock, kOrdered ? 1 : 2) topk_merge_kernel(const TopKArgs a) {
   using Scan = cub::BlockScan<uint32_t, kBlock>;
   extern __shared__ __align__(16) uint8_t smem[];
   auto& st = *reinterpret_cast<RowSelector::Storage*>(smem);
+  uint64_t* ranked = reinterpret_cast<uint64_t*>(smem + sizeof(RowSelector::Storage));  // kOrdered: [kMaxK]
   __shared__ uint32_t scratch;
   __shared__ uint32_t first[kBlock];  // flat index of each split's first key (a chunk of kBlock splits)
+  __shared__ uint32_t warp_count[kBlock / 32];
   __shared__ typename Scan::TempStorage scan;
   const int64_t row = blockIdx.x;
   TopKClock clock;
@@ -660,20 +672,36 @@ __global__ void __launch_bounds__(kBlock, 2) topk_merge_kernel(const TopKArgs a)
     Scan(scan).ExclusiveSum(count, first[threadIdx.x], total);
     __syncthreads();
     // Flat key i lies in split s, the last with first[s] <= i (splits may hold no key).
+    auto key_at = [&](uint32_t i) {
+      int lo = 0, hi = ns;
+      while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (first[mid] <= i) lo = mid; else hi = mid;
+      }
+      return ws.keys[(slot0 + lo) * a.k + (i - first[lo])];
+    };
+    if (kOrdered && a.splits <= kBlock && total <= uint32_t(RowSelector::kCap)) {
+      for (uint32_t i0 = threadIdx.x; i0 < total; i0 += 4 * kBlock) {
+        uint64_t key[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) key[j] = i0 + j * kBlock < total ? key_at(i0 + j * kBlock) : 0ull;
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (i0 + j * kBlock < total) st.cand[i0 + j * kBlock] = key[j];
+      }
+      nan = __syncthreads_or(nan);  // also: cand is written
+      clock.lap(kTopKProfileSelect, t);
+      write_gathered_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), st, total, ranked, warp_count,
+                         clock, t);
+      clock.flush(threadIdx.x == 0, topk_profile_sums());
+      return;
+    }
     auto load = [&](uint32_t base, uint64_t(&rk)[4], bool(&ok)[4]) {
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const uint32_t i = base + uint32_t(j * kBlock) + threadIdx.x;
         ok[j] = i < total;
-        rk[j] = 0ull;
-        if (ok[j]) {
-          int lo = 0, hi = ns;
-          while (hi - lo > 1) {
-            const int mid = (lo + hi) / 2;
-            if (first[mid] <= i) lo = mid; else hi = mid;
-          }
-          rk[j] = ws.keys[(slot0 + lo) * a.k + (i - first[lo])];
-        }
+        rk[j] = ok[j] ? key_at(i) : 0ull;
       }
     };
     uint64_t rk[4];
@@ -712,7 +740,8 @@ cudaError_t configure_kernels() {
       {reinterpret_cast<const void*>(topk_staged_kernel), kStagedMaxSmem},
       {reinterpret_cast<const void*>(topk_split_kernel), sizeof(RowSelector::Storage)},
       {reinterpret_cast<const void*>(grid_finish_kernel), sizeof(FinishSelector::Storage)},
-      {reinterpret_cast<const void*>(topk_merge_kernel), sizeof(RowSelector::Storage)}};
+      {reinterpret_cast<const void*>(topk_merge_kernel<false>), sizeof(RowSelector::Storage)},
+      {reinterpret_cast<const void*>(topk_merge_kernel<true>), kOrderedMergeSmem}};
   for (const auto& [f, smem] : kernels) {
     e = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (e != cudaSuccess) return e;
@@ -806,11 +835,13 @@ bool topk_profile(unsigned long long (&out)[kTopKProfileSlots], bool reset) {
 #endif
 }
 
-cudaError_t topk_merge_splits(const TopKArgs& a, cudaStream_t stream) {
+cudaError_t topk_merge_splits(const TopKArgs& a, cudaStream_t stream, bool ordered) {
   const int64_t rows = a.rows.rows();
   if (rows == 0) return cudaSuccess;
   if (cudaError_t e = configure_kernels(); e != cudaSuccess) return e;
-  return launch_dependent(topk_merge_kernel, dim3(unsigned(rows)), kBlock, sizeof(RowSelector::Storage), stream, a);
+  if (ordered) return launch_dependent(topk_merge_kernel<true>, dim3(unsigned(rows)), kBlock, kOrderedMergeSmem, stream, a);
+  return launch_dependent(topk_merge_kernel<false>, dim3(unsigned(rows)), kBlock, sizeof(RowSelector::Storage), stream,
+                          a);
 }
 
 }  // namespace flashindexer::sm90
