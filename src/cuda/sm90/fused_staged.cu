@@ -96,23 +96,6 @@ struct StageSink {  // positions < max_context <= INT32_MAX
   __device__ void put(int, int64_t, int64_t pos, float v) const { stage[int32_t(pos) - c0] = v; }
 };
 
-// Windows of at least FI_STAGED_GUESS_MIN_LEN positions (>= 2,048: distinct samples) that fit
-// the candidate buffer take the guess too when it keeps at most a quarter of them (K (mu +
-// 5 sigma) / mu predicted survivors, staged_guess_rank's rank): CTA 0 then gathers and selects
-// among ~K x 1.35 keys instead of the whole window (V4-Flash B = 1: segments of ~5,000
-// positions, K = 512). Longer windows: staged_guess_rank, as topk_staged_kernel.
-#ifndef FI_STAGED_GUESS_MIN_LEN
-#define FI_STAGED_GUESS_MIN_LEN 2048
-#endif
-static_assert(FI_STAGED_GUESS_MIN_LEN >= RowSelector::kTile, "the guess's samples must be distinct positions");
-__device__ int64_t segment_guess_rank(int64_t len, int32_t k) {
-  if (len > RowSelector::kCap) return staged_guess_rank(len, k);
-  if (len < FI_STAGED_GUESS_MIN_LEN) return 0;
-  const float mu = float(k) * float(RowSelector::kTile) / float(len);
-  const int64_t rank = int64_t(mu + 5.0f * sqrtf(mu)) + 1;
-  return rank >= 8 && float(k) * float(rank) <= 0.25f * mu * float(len) ? rank : 0;
-}
-
 template <class Smem>
 constexpr size_t stage_offset() {
   const size_t s = sizeof(Smem) > sizeof(RowSelector::Storage) ? sizeof(Smem) : sizeof(RowSelector::Storage);
@@ -187,8 +170,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t lo = min(max(seg0, int64_t(gr.start)), seg1);
   const int64_t hi = max(lo, min(seg1, int64_t(gr.end)));
   const int64_t len = hi - lo;
-  const int64_t need = segment_guess_rank(len, f.k);
-  const bool take_all = need == 0 && len <= RowSelector::kCap;
+  const bool take_all = len <= RowSelector::kCap;
+  const int64_t need = take_all ? 0 : staged_guess_rank(len, f.k);
   cluster.sync();  // every stage of the segment is written
 
   // 1. The guess, from the same samples in every CTA.
@@ -260,24 +243,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                         (take_all || n >= uint32_t(f.k));
   RowSelector sel(st, f.k);  // step 4's (CTA 0); it leaves the candidates alone
   if (rank == 0) {
-    if (selected) {  // in CTA order: position order; candidate i of the segment is CTA q's
-      // i - first[q]th, q the last CTA with first[q] <= i; four loads in flight per thread (a
-      // copy per CTA, one after another, took 6.7-8.3K cycles: docs/perf.md, session 15)
-      __syncthreads();  // ss.first
-      for (uint32_t i0 = ss.count + threadIdx.x; i0 < n; i0 += 4 * kThreads) {
-        uint64_t key[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const uint32_t i = i0 + uint32_t(j * kThreads);
-          uint32_t q = 0;
-          for (uint32_t step = cuda::kTopKStagedMaxCluster / 2; step > 0; step /= 2)
-            q += q + step < ctas && ss.first[q + step] <= i ? step : 0u;
-          key[j] = i < n ? cluster.map_shared_rank(st.cand, q)[i - ss.first[q]] : 0ull;
-        }
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          if (i0 + uint32_t(j * kThreads) < n) st.cand[i0 + uint32_t(j * kThreads)] = key[j];
-      }
+    if (selected) {  // in CTA order: position order
+      gather_cluster_candidates(cluster, st.cand, ss.first, ctas, n);
     } else {  // 4. every in-window score of the segment through the selector, from every stage
       for (uint32_t q = 0; q < ctas; ++q) {
         const float* remote = cluster.map_shared_rank(stage, q);

@@ -41,20 +41,28 @@ __device__ inline int64_t staged_guess_rank(int64_t len, int32_t k) {
   return min(rank, int64_t(mu + 5.0f * sqrtf(mu)) + 1);
 }
 
-// Writes one row's outputs from a sorted blocked arrangement (n valid entries).
+// Writes one row's outputs from a sorted blocked arrangement (n valid entries). Every
+// page-table read is issued before the first store (a store may alias the table, so the
+// compiler keeps them in program order: one read latency per row, not one per entry).
 template <int kSortItems>
 __device__ inline void write_row(const TopKArgs& a, int64_t row, const RowWindow& w, uint32_t status, int32_t n,
                                  const uint64_t (&sorted)[kSortItems]) {
   const TopKOutputs& o = a.out;
   const float kNegInf = -__int_as_float(0x7f800000);
+  int32_t slot[kSortItems];
+#pragma unroll
+  for (int i = 0; i < kSortItems; ++i) {
+    const int32_t idx = int32_t(threadIdx.x) * kSortItems + i;
+    const bool real = idx < n && idx < a.k;
+    slot[i] = real && o.slots ? int32_t(physical_slot(a.pages, w.request, rank_key_position(sorted[i]))) : -1;
+  }
 #pragma unroll
   for (int i = 0; i < kSortItems; ++i) {
     const int32_t idx = int32_t(threadIdx.x) * kSortItems + i;
     if (idx >= a.k) continue;
     const bool real = idx < n;
-    const int32_t pos = real ? rank_key_position(sorted[i]) : -1;
-    o.positions[row * o.positions_row_stride + idx] = pos;
-    if (o.slots) o.slots[row * o.slots_row_stride + idx] = real ? int32_t(physical_slot(a.pages, w.request, pos)) : -1;
+    o.positions[row * o.positions_row_stride + idx] = real ? rank_key_position(sorted[i]) : -1;
+    if (o.slots) o.slots[row * o.slots_row_stride + idx] = slot[i];
     if (o.scores) o.scores[row * o.scores_row_stride + idx] = real ? rank_key_score(sorted[i]) : kNegInf;
   }
   if (threadIdx.x == 0) {
@@ -151,49 +159,57 @@ __device__ uint32_t keep_gathered(RowSelector::Storage& st, uint32_t n, uint32_t
   return min(n, k);
 }
 
-// A row's outputs from its gathered candidates (keep_gathered): by position, each kept key
-// written in place, then the padding; by rank, the kept keys through `ranked` ([K] keys of
-// shared memory outside st) and a block radix sort first.
+// A row's outputs from its gathered candidates (keep_gathered): the kept keys to `ranked`
+// ([K] keys of shared memory outside st) in position order, by rank through a block radix
+// sort, then write_row (each thread's page-table reads at once; emitting each kept key
+// straight to the outputs cost a dependent page-table read per warp step: 12K cycles for
+// 512 keys, docs/perf.md session 16).
 template <class Clock>
 __device__ void write_gathered_row(const TopKArgs& a, int64_t row, const RowWindow& w, uint32_t status,
                                    RowSelector::Storage& st, uint32_t n, uint64_t* ranked, uint32_t* warp_count,
                                    Clock& clock, long long& t) {
-  const bool by_rank = a.order == OutputOrder::kRank;
-  const TopKOutputs& o = a.out;
-  const uint32_t kept = keep_gathered(st, n, uint32_t(a.k), warp_count, clock, t, [&](uint32_t idx, uint64_t key) {
-    if (by_rank) {
-      ranked[idx] = key;
-      return;
-    }
-    const int32_t pos = rank_key_position(key);
-    o.positions[row * o.positions_row_stride + idx] = pos;
-    if (o.slots) o.slots[row * o.slots_row_stride + idx] = int32_t(physical_slot(a.pages, w.request, pos));
-    if (o.scores) o.scores[row * o.scores_row_stride + idx] = rank_key_score(key);
-  });
-  if (by_rank) {
-    __syncthreads();  // ranked is written; cand (which the sort's storage aliases) is read
-    uint64_t keys[RowSelector::kSortItems];
+  const uint32_t kept = keep_gathered(st, n, uint32_t(a.k), warp_count, clock, t,
+                                      [&](uint32_t idx, uint64_t key) { ranked[idx] = key; });
+  __syncthreads();  // ranked is written; cand (which the sort's storage aliases) is read
+  uint64_t keys[RowSelector::kSortItems];
 #pragma unroll
-    for (int i = 0; i < RowSelector::kSortItems; ++i) {
-      const int idx = int(threadIdx.x) * RowSelector::kSortItems + i;
-      keys[i] = uint32_t(idx) < kept ? ranked[idx] : 0ull;  // 0: no key, sorts last
-    }
+  for (int i = 0; i < RowSelector::kSortItems; ++i) {
+    const int idx = int(threadIdx.x) * RowSelector::kSortItems + i;
+    keys[i] = uint32_t(idx) < kept ? ranked[idx] : 0ull;  // 0: no key, sorts last
+  }
+  if (a.order == OutputOrder::kRank) {
     RowSelector::Storage::Sort sorter(st.sort);
     sorter.SortDescending(keys);
-    write_row(a, row, w, status, int32_t(kept), keys);
-  } else {
-    const float kNegInf = -__int_as_float(0x7f800000);
-    for (int32_t i = int32_t(kept) + int32_t(threadIdx.x); i < a.k; i += kRowBlock) {
-      o.positions[row * o.positions_row_stride + i] = -1;
-      if (o.slots) o.slots[row * o.slots_row_stride + i] = -1;
-      if (o.scores) o.scores[row * o.scores_row_stride + i] = kNegInf;
-    }
-    if (threadIdx.x == 0) {
-      if (o.counts) o.counts[row] = int32_t(kept);
-      if (o.status) o.status[row] = status;
-    }
   }
+  write_row(a, row, w, status, int32_t(kept), keys);
   clock.lap(kTopKProfileWrite, t);
+}
+
+// CTA 0 of a cluster: appends the other CTAs' candidates to its own (cand[0, first[1])), in
+// CTA order: candidate i (first[1] <= i < n) is CTA q's cand[i - first[q]], q the last CTA
+// with first[q] <= i (first[0] = 0, nondecreasing; ctas <= kTopKStagedMaxCluster). Four
+// distributed-shared-memory loads in flight per thread (a copy per CTA, one after another,
+// took 6.7-8.3K cycles: docs/perf.md, session 15). Block-wide call; first is read after a
+// barrier.
+template <class Cluster>
+__device__ void gather_cluster_candidates(const Cluster& cluster, uint64_t* cand, const uint32_t* first, uint32_t ctas,
+                                          uint32_t n) {
+  __syncthreads();  // first[] is written
+  const uint32_t own = ctas > 1 ? first[1] : n;
+  for (uint32_t i0 = own + threadIdx.x; i0 < n; i0 += 4 * kRowBlock) {
+    uint64_t key[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t i = i0 + uint32_t(j * kRowBlock);
+      uint32_t q = 0;
+      for (uint32_t step = cuda::kTopKStagedMaxCluster / 2; step > 0; step /= 2)
+        q += q + step < ctas && first[q + step] <= i ? step : 0u;
+      key[j] = i < n ? cluster.map_shared_rank(cand, q)[i - first[q]] : 0ull;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (i0 + uint32_t(j * kRowBlock) < n) cand[i0 + uint32_t(j * kRowBlock)] = key[j];
+  }
 }
 
 }  // namespace flashindexer::sm90

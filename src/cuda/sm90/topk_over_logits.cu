@@ -357,6 +357,7 @@ struct StagedShared {
   uint64_t bar[kBlock / 32];          // each warp's bulk-copy barrier
   uint32_t warp_count[kBlock / 32];   // candidates per warp
   uint32_t cta_count[cuda::kTopKStagedMaxCluster];  // CTA 0: candidates per CTA
+  uint32_t cta_first[cuda::kTopKStagedMaxCluster];  // CTA 0: index of each CTA's first candidate in the gather
   uint32_t count;     // this CTA's candidates (head, warps, tail)
   uint32_t nan;       // a NaN among this CTA's scores
   uint32_t edge;      // candidates among the head or tail scalars
@@ -529,17 +530,11 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
     bool fits_all = true;
     for (uint32_t q = 0; q < ctas; ++q) {
       fits_all &= ss.cta_count[q] <= uint32_t(RowSelector::kCap);
+      if (threadIdx.x == 0) ss.cta_first[q] = n;
       n += ss.cta_count[q];
     }
     selected = staged && fits_all && n <= uint32_t(RowSelector::kCap) && n >= uint32_t(a.k);
-    if (selected) {
-      uint32_t at = ss.cta_count[0];
-      for (uint32_t q = 1; q < ctas; ++q) {
-        const uint64_t* remote = cluster.map_shared_rank(st.cand, q);
-        for (uint32_t i = threadIdx.x; i < ss.cta_count[q]; i += kBlock) st.cand[at + i] = remote[i];
-        at += ss.cta_count[q];
-      }
-    }
+    if (selected) gather_cluster_candidates(cluster, st.cand, ss.cta_first, ctas, n);
   }
   clock.lap(kTopKProfileOrder, t);  // (kStaged: the gather)
   cluster.sync();  // the gather is done: CTAs other than 0 may exit
@@ -681,13 +676,17 @@ __global__ void __launch_bounds__(kBlock, kOrdered ? 1 : 2) topk_merge_kernel(co
       return ws.keys[(slot0 + lo) * a.k + (i - first[lo])];
     };
     if (kOrdered && a.splits <= kBlock && total <= uint32_t(RowSelector::kCap)) {
-      for (uint32_t i0 = threadIdx.x; i0 < total; i0 += 4 * kBlock) {
-        uint64_t key[4];
+      constexpr int kPer = RowSelector::kCap / kBlock;  // every load in flight at once
+      uint64_t key[kPer];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) key[j] = i0 + j * kBlock < total ? key_at(i0 + j * kBlock) : 0ull;
+      for (int j = 0; j < kPer; ++j) {
+        const uint32_t i = threadIdx.x + uint32_t(j * kBlock);
+        key[j] = i < total ? key_at(i) : 0ull;
+      }
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-          if (i0 + j * kBlock < total) st.cand[i0 + j * kBlock] = key[j];
+      for (int j = 0; j < kPer; ++j) {
+        const uint32_t i = threadIdx.x + uint32_t(j * kBlock);
+        if (i < total) st.cand[i] = key[j];
       }
       nan = __syncthreads_or(nan);  // also: cand is written
       clock.lap(kTopKProfileSelect, t);
