@@ -8,8 +8,8 @@
 #   tools/pack_prebuilt.sh build/release build/variant_x      # -> .prebuilt/bins.tar.xz
 #   device run, carry [".prebuilt"]
 #   usage: [TESTS=gtest-filter|none] [TESTS_<name>=filter|none] [SHARDS=4] [SANITIZE=0]
-#          [SANITIZE_<name>=0|1] [SANITIZE_TIMEOUT=300] [TOPK_POINTS="..."] [POINTS="..."]
-#          [POINTS_<name>="..."] [BENCH_ARGS=--full] [TORCH=1]
+#          [SANITIZE_<name>=0|1] [SANITIZE_TIMEOUT=300] [TOPK_POINTS="..."] [TOPK_POINTS_<name>="..."]
+#          [POINTS="..."] [POINTS_<name>="..."] [BENCH_ARGS=--full] [TORCH=1]
 #          tools/device_prebuilt.sh [name=build/dir ...]     (default: release=build/release)
 # Per variant: the tests (filter TESTS_<name>, else TESTS, else 'Gpu*': the GPU label) when
 # dir/tests/flashindexer_tests was carried, in SHARDS gtest shards run side by side on the GPU;
@@ -89,7 +89,8 @@ for v in "${variants[@]}"; do
     done
   fi
   : > "/tmp/bench_$name.jsonl"
-  for pt in $topk_points; do
+  topk_var="TOPK_POINTS_$name"
+  for pt in ${!topk_var-$topk_points}; do
     timeout 60 "$cli" bench-topk --json --only "$pt" >> "/tmp/bench_$name.jsonl" 2>> "$OUT/prebuilt.err" || rc=1
   done
   points_var="POINTS_$name"
