@@ -17,6 +17,16 @@
 
 namespace flashindexer::sm90 {
 
+// Experiment knobs (same results; timing only): FI_STAGED_GATHER=0 copies CTA by CTA, as
+// before session 16; FI_STAGED_EMIT_DIRECT=1 has write_gathered_row store each kept key
+// straight to the outputs in position order, as before session 16.
+#ifndef FI_STAGED_GATHER
+#define FI_STAGED_GATHER 1
+#endif
+#ifndef FI_STAGED_EMIT_DIRECT
+#define FI_STAGED_EMIT_DIRECT 0
+#endif
+
 inline constexpr int kRowBlock = 512;  // threads of the one-row kernels
 using RowSelector = BlockSelector<kRowBlock>;
 
@@ -168,6 +178,29 @@ template <class Clock>
 __device__ void write_gathered_row(const TopKArgs& a, int64_t row, const RowWindow& w, uint32_t status,
                                    RowSelector::Storage& st, uint32_t n, uint64_t* ranked, uint32_t* warp_count,
                                    Clock& clock, long long& t) {
+  if constexpr (FI_STAGED_EMIT_DIRECT != 0) {
+    if (a.order == OutputOrder::kPosition) {
+      const TopKOutputs& o = a.out;
+      const uint32_t kept = keep_gathered(st, n, uint32_t(a.k), warp_count, clock, t, [&](uint32_t idx, uint64_t key) {
+        const int32_t pos = rank_key_position(key);
+        o.positions[row * o.positions_row_stride + idx] = pos;
+        if (o.slots) o.slots[row * o.slots_row_stride + idx] = int32_t(physical_slot(a.pages, w.request, pos));
+        if (o.scores) o.scores[row * o.scores_row_stride + idx] = rank_key_score(key);
+      });
+      const float kNegInf = -__int_as_float(0x7f800000);
+      for (int32_t i = int32_t(kept) + int32_t(threadIdx.x); i < a.k; i += kRowBlock) {
+        o.positions[row * o.positions_row_stride + i] = -1;
+        if (o.slots) o.slots[row * o.slots_row_stride + i] = -1;
+        if (o.scores) o.scores[row * o.scores_row_stride + i] = kNegInf;
+      }
+      if (threadIdx.x == 0) {
+        if (o.counts) o.counts[row] = int32_t(kept);
+        if (o.status) o.status[row] = status;
+      }
+      clock.lap(kTopKProfileWrite, t);
+      return;
+    }
+  }
   const uint32_t kept = keep_gathered(st, n, uint32_t(a.k), warp_count, clock, t,
                                       [&](uint32_t idx, uint64_t key) { ranked[idx] = key; });
   __syncthreads();  // ranked is written; cand (which the sort's storage aliases) is read
@@ -196,6 +229,14 @@ __device__ void gather_cluster_candidates(const Cluster& cluster, uint64_t* cand
                                           uint32_t n) {
   __syncthreads();  // first[] is written
   const uint32_t own = ctas > 1 ? first[1] : n;
+  if constexpr (FI_STAGED_GATHER == 0) {
+    for (uint32_t q = 1; q < ctas; ++q) {
+      const uint32_t c = (q + 1 < ctas ? first[q + 1] : n) - first[q];
+      const uint64_t* remote = cluster.map_shared_rank(cand, q);
+      for (uint32_t i = threadIdx.x; i < c; i += kRowBlock) cand[first[q] + i] = remote[i];
+    }
+    return;
+  }
   for (uint32_t i0 = own + threadIdx.x; i0 < n; i0 += 4 * kRowBlock) {
     uint64_t key[4];
 #pragma unroll
