@@ -282,10 +282,11 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_rows_kernel(c
   finish_row(a, sel, row, w, nan, clock, t);
 }
 
-// Above half an SM's shared memory (~114 KiB), so that the two CTAs of a row never share
-// an SM (they may, as a cluster, when both fit: measured no faster than one CTA, session 11).
 // The ordered merge: the selector's storage, then [kMaxK] keys for rank order's sort.
 constexpr size_t kOrderedMergeSmem = sizeof(RowSelector::Storage) + size_t(kMaxK) * 8;
+
+// Above half an SM's shared memory (~114 KiB), so that the two CTAs of a row never share
+// an SM (they may, as a cluster, when both fit: measured no faster than one CTA, session 11).
 constexpr size_t kPairSmem = sizeof(RowSelector::Storage) > 116 * 1024 ? sizeof(RowSelector::Storage) : 116 * 1024;
 
 // A cluster of two CTAs per row, each on its own SM: both take the same sampled guess of
