@@ -344,7 +344,8 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
   SKIP_WITHOUT_GPU();
   int optin = 0;
   GPU_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
-  bool one_segment = false, segments = false;
+  bool one_segment = false, segments = false, beyond_buffer = false;
+  constexpr int64_t kMergeBuffer = 10240;  // RowSelector::kCap (block_select.cuh: 2,048 + 4 x 2,048 keys)
   auto check = [&](const SyntheticSpec& s, const std::string& what) {
     const HostProblem h = make(s);
     const auto plan = staged_plan_of(h);
@@ -352,6 +353,7 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
     ASSERT_TRUE(sm90::fused_staged_applies(d.p, plan, size_t(optin))) << what;
     one_segment |= plan.segments == 1;
     segments |= plan.segments > 1;
+    beyond_buffer |= plan.segments > 1 && int64_t(plan.segments) * s.k > kMergeBuffer;
     expect_fused_exact(h, what + ": " + std::to_string(plan.segments) + " x " + std::to_string(plan.cluster) +
                               " x " + std::to_string(plan.chunk));
   };
@@ -390,8 +392,12 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
   s.page_stride = page_payload_bytes(CacheFormat::kMxfp4, 128) + 4096;
   s.weight_type = WeightType::kBF16;
   check(s, "page 128, padded, bf16 weights");
+  // The segments' top K beyond the ordered merge's buffer: its pushes through the selector
+  // (H200: 11 segments of 8 x 448, 11 x 2,048 keys; added in session 16, not yet run on a GPU).
+  check(decode(Generator::kGaussian, 1, 38000, 2048, 166), "1 x 38,000 k 2048");
   EXPECT_TRUE(one_segment) << "no case took one segment per row";
   EXPECT_TRUE(segments) << "no case took several segments per row";
+  EXPECT_TRUE(beyond_buffer) << "no case merged more keys than the candidate buffer holds";
 }
 
 // Host only (CUDA builds run it in CI): which problems the cluster path takes.
