@@ -323,6 +323,13 @@ TEST(GpuFused, DecodeRowsSplitAndMerged) {
 
 // The decode cluster path (fused_staged.cu; next_n = 1): the plan the backend takes
 // for a decode problem, from this device's cluster capacity (as the backend asks it).
+// Decode rows (next_n = 1) of `requests` requests, the first of `context` positions.
+SyntheticSpec decode_rows(CacheFormat f, Generator g, int32_t requests, int64_t context, int32_t k, uint64_t seed) {
+  SyntheticSpec s = spec(f, g, 0, requests, context, k, seed);
+  s.form = RowForm::kDecode;
+  return s;
+}
+
 flashindexer::cuda::FusedStagedPlan staged_plan_of(const HostProblem& h) {
   int sms = 0;
   EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
@@ -358,9 +365,7 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
                               " x " + std::to_string(plan.chunk));
   };
   auto decode = [](Generator g, int32_t requests, int64_t context, int32_t k, uint64_t seed) {
-    SyntheticSpec s = spec(CacheFormat::kMxfp4, g, 0, requests, context, k, seed);
-    s.form = RowForm::kDecode;
-    return s;
+    return decode_rows(CacheFormat::kMxfp4, g, requests, context, k, seed);
   };
   for (Generator g : kAllGenerators)  // segments of a few thousand positions: every position a candidate
     check(decode(g, 2, 40000, 512, 130 + uint64_t(g)), std::string("2 x 40,000 ") + to_string(g));
@@ -593,25 +598,22 @@ TEST(GpuFused, SanitizerSmallCases) {
 // a candidate:
 TEST(GpuFused, SanitizerDecodeClustersEveryPosition) {
   SKIP_WITHOUT_GPU();
-  SyntheticSpec m = spec(CacheFormat::kMxfp4, Generator::kGaussian, 0, 1, 2000, 512, 122);
-  m.form = RowForm::kDecode;
-  expect_fused_exact(make(m), "sanitizer mxfp4 decode cluster");
+  expect_fused_exact(make(decode_rows(CacheFormat::kMxfp4, Generator::kGaussian, 1, 2000, 512, 122)),
+                     "sanitizer mxfp4 decode cluster");
 }
 
 // Its guess and its fallback stream over clusters of 8 CTAs whose chunks are longer than a
 // selector tile (rows of -0, inf or NaN weights; windows of 15,000 .. 30,000 positions).
 TEST(GpuFused, SanitizerDecodeClustersGuessAndFallback) {
   SKIP_WITHOUT_GPU();
-  SyntheticSpec m = spec(CacheFormat::kMxfp4, Generator::kSpecials, 0, 6, 30000, 512, 123);
-  m.form = RowForm::kDecode;
-  expect_fused_exact(make(m), "sanitizer mxfp4 decode cluster, guess and fallback");
+  expect_fused_exact(make(decode_rows(CacheFormat::kMxfp4, Generator::kSpecials, 6, 30000, 512, 123)),
+                     "sanitizer mxfp4 decode cluster, guess and fallback");
 }
 
-// Several segments merged (the split merge kernel), rank order.
+// Several segments merged (the ordered split merge), rank order.
 TEST(GpuFused, SanitizerDecodeClustersSegments) {
   SKIP_WITHOUT_GPU();
-  SyntheticSpec m = spec(CacheFormat::kMxfp4, Generator::kGaussian, 0, 1, 40000, 512, 124);
-  m.form = RowForm::kDecode;
+  SyntheticSpec m = decode_rows(CacheFormat::kMxfp4, Generator::kGaussian, 1, 40000, 512, 124);
   m.order = OutputOrder::kRank;
   expect_fused_exact(make(m), "sanitizer mxfp4 decode cluster segments");
 }
@@ -619,9 +621,8 @@ TEST(GpuFused, SanitizerDecodeClustersSegments) {
 // The fp8 cluster path, whose scorer runs three consumer warpgroups without a register split.
 TEST(GpuFused, SanitizerDecodeClustersFp8) {
   SKIP_WITHOUT_GPU();
-  SyntheticSpec m = spec(CacheFormat::kFp8E4M3, Generator::kSpecials, 0, 2, 30000, 512, 125);
-  m.form = RowForm::kDecode;
-  expect_fused_exact(make(m), "sanitizer fp8 decode cluster, guess and fallback");
+  expect_fused_exact(make(decode_rows(CacheFormat::kFp8E4M3, Generator::kSpecials, 2, 30000, 512, 125)),
+                     "sanitizer fp8 decode cluster, guess and fallback");
 }
 
 // memcheck only (tools/device.sh): the sampled start, its guess failing, and the repair launch.
