@@ -21,6 +21,7 @@
 #include "bench_topk.h"
 #include "bench_util.h"
 #include "cuda/sm90/fused_topk.h"
+#include "cuda/sm90/topk_over_logits.h"
 #include "flashindexer/host_problem.h"
 #include "flashindexer/operators.h"
 
@@ -120,6 +121,95 @@ int time_point(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
   return 0;
 }
 
+// Whether two TopK output sets (rows x k, every optional output allocated) are bit-identical.
+bool same_outputs(const TopKOutputs& a, const TopKOutputs& b, int64_t rows, int32_t k) {
+  bool same = true;
+  const size_t row_bytes = size_t(rows) * size_t(k) * 4;
+  for (auto [x, y, bytes] : {std::tuple{(void*)a.positions, (void*)b.positions, row_bytes},
+                             std::tuple{(void*)a.slots, (void*)b.slots, row_bytes},
+                             std::tuple{(void*)a.scores, (void*)b.scores, row_bytes},
+                             std::tuple{(void*)a.counts, (void*)b.counts, size_t(rows) * 4},
+                             std::tuple{(void*)a.status, (void*)b.status, size_t(rows) * 4}}) {
+    std::vector<uint8_t> u(bytes), v(bytes);
+    if (cudaMemcpy(u.data(), x, bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
+        cudaMemcpy(v.data(), y, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
+      return false;
+    same = same && u == v;
+  }
+  return same;
+}
+
+// --plan-sweep (a developer tool: the data behind heuristics.h's plan_fused_staged): on a
+// decode point of next_n = 1, every plan of the fused decode clusters (fused_staged.cu) that
+// covers the row, timed through sm90::fused_staged_topk with poisoned outputs and compared
+// bit for bit with the dense path's (outs[1]). The plan the cost model picks on this device
+// says "chosen": true.
+int sweep_staged_plans(const ScorePoint& pt, IndexerProblem p, TopKOutputs (&outs)[2], const BenchOptions& opt,
+                       const nlohmann::json& base, double dense_ms, DeviceBuffers& mem, PoolRotation& rotation) {
+  int dev = 0, sms = 0, smem_optin = 0;
+  BENCH_CHECK(cudaGetDevice(&dev));
+  BENCH_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  BENCH_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  const auto fit = [](int c) {
+    const int n = sm90::staged_cluster_capacity(c);
+    return n > 0 ? n : -1;
+  };
+  const cuda::ClusterCapacity cap{fit(2), fit(4), fit(8)};
+  const int64_t rows = p.rows.rows();
+  const cuda::FusedStagedPlan chosen = cuda::plan_fused_staged(rows, p.rows.max_context, sms, cap);
+  std::vector<cuda::FusedStagedPlan> plans;
+  size_t ws_bytes = 1;
+  for (const int c : {2, 4, 8}) {
+    for (int s = 1; s <= cuda::kFusedStagedMaxSegments; ++s) {
+      const int64_t per = (p.rows.max_context + int64_t(c) * s - 1) / (int64_t(c) * s);
+      const int64_t chunk = (per + cuda::kScorerTile - 1) / cuda::kScorerTile * cuda::kScorerTile;
+      if (chunk > cuda::kTopKStagedMaxChunk) continue;
+      if ((p.rows.max_context + chunk - 1) / chunk <= int64_t(c) * (s - 1)) break;  // an empty segment
+      const cuda::FusedStagedPlan plan{c, s, chunk};
+      if (!sm90::fused_staged_applies(p, plan, size_t(smem_optin))) continue;
+      plans.push_back(plan);
+      ws_bytes = std::max(ws_bytes, sm90::fused_staged_workspace_bytes(p, plan));
+    }
+  }
+  void* ws = nullptr;
+  BENCH_CHECK(cudaMalloc(&ws, ws_bytes));
+  mem.add(ws);
+  const size_t row_bytes = size_t(rows) * size_t(p.k) * 4;
+  for (const cuda::FusedStagedPlan& plan : plans) {
+    for (void* o : {(void*)outs[0].positions, (void*)outs[0].slots, (void*)outs[0].scores})
+      BENCH_CHECK(cudaMemset(o, 0x7f, row_bytes));
+    BENCH_CHECK(cudaMemset(outs[0].counts, 0x7f, size_t(rows) * 4));
+    BENCH_CHECK(cudaMemset(outs[0].status, 0x7f, size_t(rows) * 4));
+    cudaError_t e = cudaSuccess;
+    const float ms = median_ms(
+        [&] {
+          p.cache.pool = rotation.next();
+          if (e == cudaSuccess) e = sm90::fused_staged_topk(p, outs[0], plan, ws, nullptr);
+        },
+        3, opt.iters);
+    BENCH_CHECK(e);
+    BENCH_CHECK(cudaDeviceSynchronize());
+    nlohmann::json j = base;
+    j["op"] = "fused_staged_plan";
+    j["point"] = pt.name();
+    j["k"] = p.k;
+    j["format"] = p.cache.format == CacheFormat::kMxfp4 ? "mxfp4" : "fp8_e4m3";
+    j["cluster"] = plan.cluster;
+    j["segments"] = plan.segments;
+    j["chunk"] = plan.chunk;
+    j["merge_keys"] = plan.segments > 1 ? int64_t(plan.segments) * p.k : 0;
+    j["chosen"] = plan.cluster == chosen.cluster && plan.segments == chosen.segments;
+    j["time_ms"] = ms;
+    j["dense_then_topk_ms"] = dense_ms;
+    j["identical"] = same_outputs(outs[0], outs[1], rows, p.k);
+    j["command"] = "flashindexer bench --json --plan-sweep --full --only " + pt.name();
+    std::printf("%s\n", j.dump().c_str());
+    if (!j["identical"].get<bool>()) return 2;
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
 // The fused operator against dense logits + TopK over logits on one point (fp32 mode).
 int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, const LogitsOutput& logits,
                const Work& w, const BenchOptions& opt, const nlohmann::json& base, double gemm_tflops,
@@ -181,16 +271,9 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
                  dense_status.to_string().c_str());
     return 1;
   }
-  bool identical = true;
-  for (auto [a, b, bytes] : {std::tuple{(void*)outs[0].positions, (void*)outs[1].positions, size_t(rows) * k * 4},
-                             std::tuple{(void*)outs[0].slots, (void*)outs[1].slots, size_t(rows) * k * 4},
-                             std::tuple{(void*)outs[0].scores, (void*)outs[1].scores, size_t(rows) * k * 4},
-                             std::tuple{(void*)outs[0].counts, (void*)outs[1].counts, size_t(rows) * 4},
-                             std::tuple{(void*)outs[0].status, (void*)outs[1].status, size_t(rows) * 4}}) {
-    std::vector<uint8_t> x(bytes), y(bytes);
-    BENCH_CHECK(cudaMemcpy(x.data(), a, bytes, cudaMemcpyDeviceToHost));
-    BENCH_CHECK(cudaMemcpy(y.data(), b, bytes, cudaMemcpyDeviceToHost));
-    identical = identical && x == y;
+  const bool identical = same_outputs(outs[0], outs[1], rows, k);
+  if (opt.plan_sweep && pt.decode && pt.next_n == 1) {
+    if (int rc = sweep_staged_plans(pt, p, outs, opt, base, dense_ms, mem, rotation); rc != 0) return rc;
   }
   // Builds with -DFI_FUSED_PROFILE=1: one more fused call per kernel's profile (the lockstep
   // kernel, fused_topk.cu; the decode clusters, fused_staged.cu), its per-phase cycles per

@@ -65,11 +65,22 @@ def profile(recs):
               f" {p.get('sort_cycles', float('nan')):>10.0f}")
 
 
+def plans(recs):
+    """--plan-sweep: every fused decode-cluster plan per point, fastest first; * = the model's pick."""
+    sweep = [r for r in recs if r.get("op") == "fused_staged_plan"]
+    for point in dict.fromkeys(r["point"] for r in sweep):
+        pts = sorted((r for r in sweep if r["point"] == point), key=lambda r: r["time_ms"])
+        print(f"{point} (K {pts[0]['k']}, dense+topk {pts[0]['dense_then_topk_ms']:.4f} ms): plan ms, fastest first")
+        print("  " + "  ".join(f"{'*' if r['chosen'] else ''}{r['cluster']}x{r['segments']}:{r['time_ms']:.4f}"
+                               f"{'' if r['identical'] else '!'}" for r in pts[:12]))
+
+
 def main(path):
     recs = [json.loads(line) for line in open(path) if line.strip().startswith("{")]
     if any(r.get("op") in ("dense_logits", "fused_topk") for r in recs):
         scorer(recs)
         fused(recs)
+        plans(recs)
         return profile(recs)
     floor = next((r for r in recs if r.get("op") == "copy_floor"), None)
     if floor:

@@ -9,7 +9,7 @@
 #   device run, carry [".prebuilt"]
 #   usage: [TESTS=gtest-filter|none] [TESTS_<name>=filter|none] [SHARDS=4] [SANITIZE=0]
 #          [SANITIZE_<name>=0|1] [SANITIZE_TIMEOUT=300] [TOPK_POINTS="..."] [TOPK_POINTS_<name>="..."]
-#          [POINTS="..."] [POINTS_<name>="..."] [BENCH_ARGS=--full] [TORCH=1]
+#          [POINTS="..."] [POINTS_<name>="..."] [BENCH_ARGS=--full] [BENCH_ARGS_<name>="..."] [TORCH=1]
 #          tools/device_prebuilt.sh [name=build/dir ...]     (default: release=build/release)
 # Per variant: the tests (filter TESTS_<name>, else TESTS, else 'Gpu*': the GPU label) when
 # dir/tests/flashindexer_tests was carried, in SHARDS gtest shards run side by side on the GPU;
@@ -93,10 +93,10 @@ for v in "${variants[@]}"; do
   for pt in ${!topk_var-$topk_points}; do
     timeout 60 "$cli" bench-topk --json --only "$pt" >> "/tmp/bench_$name.jsonl" 2>> "$OUT/prebuilt.err" || rc=1
   done
-  points_var="POINTS_$name"
+  points_var="POINTS_$name" args_var="BENCH_ARGS_$name"
   for pt in ${!points_var-$points}; do
     # shellcheck disable=SC2086  # BENCH_ARGS: extra words, e.g. --full for the decode sweep's points
-    timeout 100 "$cli" bench --json ${BENCH_ARGS:-} --only "$pt" >> "/tmp/bench_$name.jsonl" 2>> "$OUT/prebuilt.err" || rc=1
+    timeout 100 "$cli" bench --json ${!args_var-${BENCH_ARGS:-}} --only "$pt" >> "/tmp/bench_$name.jsonl" 2>> "$OUT/prebuilt.err" || rc=1
   done
   sed "s/^{/{\"variant\":\"$name\",/" "/tmp/bench_$name.jsonl" >> "$OUT/prebuilt.jsonl"
   cat /tmp/torch.jsonl >> "/tmp/bench_$name.jsonl"
