@@ -156,20 +156,15 @@ int sweep_staged_plans(const ScorePoint& pt, IndexerProblem p, TopKOutputs (&out
   };
   const cuda::ClusterCapacity cap{fit(2), fit(4), fit(8)};
   const int64_t rows = p.rows.rows();
-  const cuda::FusedStagedPlan chosen = cuda::plan_fused_staged(rows, p.rows.max_context, sms, cap);
+  const cuda::FusedStagedPlan chosen = cuda::plan_fused_staged(rows, p.rows.max_context, p.k, sms, cap);
   std::vector<cuda::FusedStagedPlan> plans;
   size_t ws_bytes = 1;
   for (const int c : {2, 4, 8}) {
-    for (int s = 1; s <= cuda::kFusedStagedMaxSegments; ++s) {
-      const int64_t per = (p.rows.max_context + int64_t(c) * s - 1) / (int64_t(c) * s);
-      const int64_t chunk = (per + cuda::kScorerTile - 1) / cuda::kScorerTile * cuda::kScorerTile;
-      if (chunk > cuda::kTopKStagedMaxChunk) continue;
-      if ((p.rows.max_context + chunk - 1) / chunk <= int64_t(c) * (s - 1)) break;  // an empty segment
-      const cuda::FusedStagedPlan plan{c, s, chunk};
-      if (!sm90::fused_staged_applies(p, plan, size_t(smem_optin))) continue;
+    cuda::for_each_fused_staged_plan(p.rows.max_context, c, [&](const cuda::FusedStagedPlan& plan) {
+      if (!sm90::fused_staged_applies(p, plan, size_t(smem_optin))) return;
       plans.push_back(plan);
       ws_bytes = std::max(ws_bytes, sm90::fused_staged_workspace_bytes(p, plan));
-    }
+    });
   }
   void* ws = nullptr;
   BENCH_CHECK(cudaMalloc(&ws, ws_bytes));

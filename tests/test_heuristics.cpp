@@ -220,35 +220,47 @@ TEST(Heuristics, FusedVoteIntervalKeepsAppendsInBounds) {
 TEST(Heuristics, FusedDecodeClustersCoverTheRowInBoundedChunks) {
   using flashindexer::cuda::ClusterCapacity;
   using flashindexer::cuda::kFusedStagedMaxSegments;
+  using flashindexer::cuda::kFusedStagedMergeFlatKeys;
   using flashindexer::cuda::kScorerTile;
   using flashindexer::cuda::kTopKStagedMaxChunk;
   using flashindexer::cuda::plan_fused_staged;
   const ClusterCapacity h200{66, 30, 15};
-  for (const int64_t rows : {1, 2, 5, 8, 16, 32, 64, 65, 128, 1000})
-    for (const int64_t width : {1, 64, 100, 5000, 32768, 40000, 65536, 131072, 262144, 1000000}) {
-      const auto plan = plan_fused_staged(rows, width, 132, h200);
-      const std::string what = std::to_string(rows) + " x " + std::to_string(width);
-      ASSERT_TRUE(plan.cluster == 2 || plan.cluster == 4 || plan.cluster == 8) << what;
-      EXPECT_GE(plan.segments, 1) << what;
-      EXPECT_LE(plan.segments, kFusedStagedMaxSegments) << what;
-      EXPECT_EQ(plan.chunk % kScorerTile, 0) << what;
-      EXPECT_LE(plan.chunk, kTopKStagedMaxChunk) << what;
-      EXPECT_GE(plan.ctas_per_row() * plan.chunk, width) << what;  // every position has a CTA
-      // The last segment holds positions: its first chunk starts inside the row.
-      EXPECT_LT(int64_t(plan.cluster) * (plan.segments - 1) * plan.chunk, width) << what;
-    }
+  for (const int32_t k : {512, 1024, 2048})
+    for (const int64_t rows : {1, 2, 5, 8, 16, 32, 64, 65, 128, 1000})
+      for (const int64_t width : {1, 64, 100, 5000, 32768, 40000, 65536, 131072, 262144, 1000000}) {
+        const auto plan = plan_fused_staged(rows, width, k, 132, h200);
+        const std::string what = std::to_string(rows) + " x " + std::to_string(width) + " k " + std::to_string(k);
+        ASSERT_TRUE(plan.cluster == 2 || plan.cluster == 4 || plan.cluster == 8) << what;
+        EXPECT_GE(plan.segments, 1) << what;
+        EXPECT_LE(plan.segments, kFusedStagedMaxSegments) << what;
+        EXPECT_EQ(plan.chunk % kScorerTile, 0) << what;
+        EXPECT_LE(plan.chunk, kTopKStagedMaxChunk) << what;
+        EXPECT_GE(plan.ctas_per_row() * plan.chunk, width) << what;  // every position has a CTA
+        // The last segment holds positions: its first chunk starts inside the row.
+        EXPECT_LT(int64_t(plan.cluster) * (plan.segments - 1) * plan.chunk, width) << what;
+        // Up to the contract's longest rows (262,144 C4 positions), the segments' top K fit the
+        // ordered merge's flat buffer (beyond it the merge pushes them through its selector: on
+        // the H200, 8 x 13 segments at K = 2048 took 78 us against 8 x 5's 60, docs/perf.md).
+        if (width <= 262144 && plan.segments > 1) {
+          EXPECT_LE(int64_t(plan.segments) * k, kFusedStagedMergeFlatKeys) << what;
+        }
+      }
   // 64 x 65,536 (v4 decode B = 64): one segment, clusters of two, all at once on 132 SMs.
-  auto plan = plan_fused_staged(64, 65536, 132, h200);
+  auto plan = plan_fused_staged(64, 65536, 512, 132, h200);
   EXPECT_EQ(plan.cluster, 2);
   EXPECT_EQ(plan.segments, 1);
   EXPECT_EQ(plan.chunk, 32768);
-  // One request: many segments of small chunks (the merge takes their top K).
-  plan = plan_fused_staged(1, 65536, 132, h200);
-  EXPECT_GT(plan.segments, 1);
-  EXPECT_LE(int64_t(plan.segments) * 1, int64_t(h200.at(plan.cluster, 132)));  // one wave of clusters
+  // One request: segments of clusters of 8 in one wave, as many as the merge takes cheaply
+  // (the fastest plans of the H200's sweep: K = 2048 5, K = 1024 10, K = 512 11-13).
+  for (const int32_t k : {512, 1024, 2048}) {
+    plan = plan_fused_staged(1, 65536, k, 132, h200);
+    EXPECT_EQ(plan.cluster, 8) << k;
+    EXPECT_LE(plan.segments, int64_t(h200.at(8, 132))) << k;  // one wave of clusters
+    EXPECT_EQ(plan.segments, k == 2048 ? 5 : k == 1024 ? 10 : 13) << k;
+  }
   // Wider than 16 segments x 8 CTAs x 32,768 positions: none fits.
-  EXPECT_EQ(plan_fused_staged(1, int64_t(kFusedStagedMaxSegments) * 8 * kTopKStagedMaxChunk + 1, 132, h200).cluster, 0);
+  EXPECT_EQ(plan_fused_staged(1, int64_t(kFusedStagedMaxSegments) * 8 * kTopKStagedMaxChunk + 1, 512, 132, h200).cluster, 0);
   // No cluster of any size: not this path.
-  EXPECT_EQ(plan_fused_staged(64, 65536, 132, ClusterCapacity{-1, -1, -1}).cluster, 0);
-  EXPECT_EQ(plan_fused_staged(0, 65536, 132, h200).cluster, 0);
+  EXPECT_EQ(plan_fused_staged(64, 65536, 512, 132, ClusterCapacity{-1, -1, -1}).cluster, 0);
+  EXPECT_EQ(plan_fused_staged(0, 65536, 512, 132, h200).cluster, 0);
 }

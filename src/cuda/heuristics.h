@@ -261,23 +261,36 @@ inline int32_t fused_sample_tiles(int32_t cap, int32_t k, int32_t step_puts, int
 // kStaged does; with several segments their top K go to the workspace and the merge kernel
 // (rows x segments x (8 K + 8) bytes: at most kFusedStagedMaxSegments per row). Chosen by a
 // cost in positions per CTA: the waves of clusters (cap.at: clusters at once) times the chunk
-// plus the finish, plus the merge when there are segments (4,096: on the H200, B = 8 x 32,768
-// ran faster in one segment of 8 than in 8 of 2, B = 1 x 65,536 in 13 segments than in one;
-// docs/perf.md, session 14). cluster 0: not this path.
+// plus the finish, plus the merge when there are segments: 1,024 + its S x K keys / 16 while
+// they fit its flat buffer (kFusedStagedMergeFlatKeys), / 2 beyond (its selector pushes).
+// Fitted to `flashindexer bench --plan-sweep` on the H200 (docs/perf.md, session 17): every
+// plan of 13 decode points, B 1-32, K 512-2048, mxfp4 and fp8; the picks are within 1.4% of
+// each point's fastest plan (the model before, a merge of 4,096 whatever S x K, lost up to
+// 29%: B = 1 took 13-15 segments, whose S x K keys overflowed the merge's buffer).
+// cluster 0: not this path.
 // Experiment knob (host code: set it in CMAKE_CXX_FLAGS): FI_FUSED_STAGED=0 leaves it out.
 #ifndef FI_FUSED_STAGED
 #define FI_FUSED_STAGED 1
 #endif
 inline constexpr int kFusedStagedMaxSegments = 16;
+// The ordered merge's flat buffer of keys (topk_over_logits.cu: RowSelector::kCap).
+inline constexpr int64_t kFusedStagedMergeFlatKeys = 10240;
 // Experiment knobs (host code): the cost model's constants, in positions of one CTA's chunk.
 #ifndef FI_FUSED_STAGED_FINISH_COST
 #define FI_FUSED_STAGED_FINISH_COST 2048
 #endif
 #ifndef FI_FUSED_STAGED_MERGE_COST
-#define FI_FUSED_STAGED_MERGE_COST 4096
+#define FI_FUSED_STAGED_MERGE_COST 1024
 #endif
-inline constexpr int64_t kFusedStagedFinishCost = FI_FUSED_STAGED_FINISH_COST;  // a CTA's finish (estimated)
-inline constexpr int64_t kFusedStagedMergeCost = FI_FUSED_STAGED_MERGE_COST;    // the merge kernel (estimated)
+inline constexpr int64_t kFusedStagedFinishCost = FI_FUSED_STAGED_FINISH_COST;  // a CTA's finish
+inline constexpr int64_t kFusedStagedMergeCost = FI_FUSED_STAGED_MERGE_COST;    // the merge kernel, fixed part
+
+// The merge's cost for `segments` x k keys (0 for one segment).
+inline int64_t fused_staged_merge_cost(int segments, int32_t k) {
+  if (segments <= 1) return 0;
+  const int64_t keys = int64_t(segments) * k;
+  return kFusedStagedMergeCost + (keys <= kFusedStagedMergeFlatKeys ? keys / 16 : keys / 2);
+}
 
 struct FusedStagedPlan {
   int cluster = 0;   // CTAs per segment (2, 4 or 8); 0: not this path
@@ -286,25 +299,35 @@ struct FusedStagedPlan {
   int64_t ctas_per_row() const { return int64_t(cluster) * segments; }
 };
 
-inline FusedStagedPlan plan_fused_staged(int64_t rows, int64_t max_context, int num_sms, const ClusterCapacity& cap) {
+// Calls f(plan) for every plan with `cluster` CTAs per segment that covers max_context in
+// chunks a stage holds, with no empty segment, in increasing segments.
+template <class F>
+inline void for_each_fused_staged_plan(int64_t max_context, int cluster, F&& f) {
+  for (int s = 1; s <= kFusedStagedMaxSegments; ++s) {
+    const int64_t per = (max_context + int64_t(cluster) * s - 1) / (int64_t(cluster) * s);
+    const int64_t chunk = (per + kScorerTile - 1) / kScorerTile * kScorerTile;
+    if (chunk > kTopKStagedMaxChunk) continue;
+    if ((max_context + chunk - 1) / chunk <= int64_t(cluster) * (s - 1)) break;  // a segment would be empty
+    f(FusedStagedPlan{cluster, s, chunk});
+  }
+}
+
+inline FusedStagedPlan plan_fused_staged(int64_t rows, int64_t max_context, int32_t k, int num_sms,
+                                         const ClusterCapacity& cap) {
   FusedStagedPlan best;
   if (!FI_FUSED_STAGED || rows <= 0 || max_context <= 0) return best;
   int64_t best_cost = INT64_MAX;
   for (const int c : {2, 4, 8}) {
     const int64_t fit = cap.at(c, num_sms);
     if (fit <= 0) continue;
-    for (int s = 1; s <= kFusedStagedMaxSegments; ++s) {
-      const int64_t per = (max_context + int64_t(c) * s - 1) / (int64_t(c) * s);
-      const int64_t chunk = (per + kScorerTile - 1) / kScorerTile * kScorerTile;
-      if (chunk > kTopKStagedMaxChunk) continue;
-      if ((max_context + chunk - 1) / chunk <= int64_t(c) * (s - 1)) break;  // a segment would be empty
-      const int64_t waves = (rows * s + fit - 1) / fit;
-      const int64_t cost = waves * (chunk + kFusedStagedFinishCost) + (s > 1 ? kFusedStagedMergeCost : 0);
+    for_each_fused_staged_plan(max_context, c, [&](const FusedStagedPlan& plan) {
+      const int64_t waves = (rows * plan.segments + fit - 1) / fit;
+      const int64_t cost = waves * (plan.chunk + kFusedStagedFinishCost) + fused_staged_merge_cost(plan.segments, k);
       if (cost < best_cost) {
         best_cost = cost;
-        best = {c, s, chunk};
+        best = plan;
       }
-    }
+    });
   }
   return best;
 }

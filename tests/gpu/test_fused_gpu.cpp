@@ -338,7 +338,22 @@ flashindexer::cuda::FusedStagedPlan staged_plan_of(const HostProblem& h) {
     return n > 0 ? n : -1;
   };
   const flashindexer::cuda::ClusterCapacity cap{capacity(2), capacity(4), capacity(8)};
-  return flashindexer::cuda::plan_fused_staged(h.rows(), h.max_context, sms, cap);
+  return flashindexer::cuda::plan_fused_staged(h.rows(), h.max_context, h.k, sms, cap);
+}
+
+// The cluster path with a plan the cost model would not take (sm90::fused_staged_topk
+// directly, poisoned outputs and workspace) against dense + TopK.
+void expect_plan_exact(const HostProblem& h, const flashindexer::cuda::FusedStagedPlan& plan, const std::string& what) {
+  int optin = 0;
+  GPU_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+  DeviceProblem d(h);
+  ASSERT_TRUE(sm90::fused_staged_applies(d.p, plan, size_t(optin))) << what;
+  const DenseThenTopK dense = gpu_dense_then_topk(d.p);
+  DeviceOutputs out(d.p.rows.rows(), d.p.k);
+  DeviceVector<uint8_t> ws(std::max<size_t>(sm90::fused_staged_workspace_bytes(d.p, plan), 1), 0xCD);
+  GPU_CHECK(sm90::fused_staged_topk(d.p, out.o, plan, ws.get(), nullptr));
+  GPU_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(first_difference(dense.results, out.host()), "") << what << ": forced plan vs GPU dense + GPU TopK";
 }
 
 // Every branch of the cluster path against dense + TopK: one segment per row (the row's
@@ -351,8 +366,7 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
   SKIP_WITHOUT_GPU();
   int optin = 0;
   GPU_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
-  bool one_segment = false, segments = false, beyond_buffer = false;
-  constexpr int64_t kMergeBuffer = 10240;  // RowSelector::kCap (block_select.cuh: 2,048 + 4 x 2,048 keys)
+  bool one_segment = false, segments = false;
   auto check = [&](const SyntheticSpec& s, const std::string& what) {
     const HostProblem h = make(s);
     const auto plan = staged_plan_of(h);
@@ -360,7 +374,6 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
     ASSERT_TRUE(sm90::fused_staged_applies(d.p, plan, size_t(optin))) << what;
     one_segment |= plan.segments == 1;
     segments |= plan.segments > 1;
-    beyond_buffer |= plan.segments > 1 && int64_t(plan.segments) * s.k > kMergeBuffer;
     expect_fused_exact(h, what + ": " + std::to_string(plan.segments) + " x " + std::to_string(plan.cluster) +
                               " x " + std::to_string(plan.chunk));
   };
@@ -397,12 +410,16 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
   s.page_stride = page_payload_bytes(CacheFormat::kMxfp4, 128) + 4096;
   s.weight_type = WeightType::kBF16;
   check(s, "page 128, padded, bf16 weights");
-  // The segments' top K beyond the ordered merge's buffer: its pushes through the selector
-  // (H200: 11 segments of 8 x 448, 11 x 2,048 keys; added in session 16, not yet run on a GPU).
-  check(decode(Generator::kGaussian, 1, 38000, 2048, 166), "1 x 38,000 k 2048");
   EXPECT_TRUE(one_segment) << "no case took one segment per row";
   EXPECT_TRUE(segments) << "no case took several segments per row";
-  EXPECT_TRUE(beyond_buffer) << "no case merged more keys than the candidate buffer holds";
+  // The segments' top K beyond the ordered merge's buffer (its pushes through the selector),
+  // which the cost model avoids: the plan of clusters of 8 with the most segments.
+  flashindexer::cuda::FusedStagedPlan most;
+  flashindexer::cuda::for_each_fused_staged_plan(38000, 8, [&](const auto& plan) { most = plan; });
+  ASSERT_GT(int64_t(most.segments) * 2048, flashindexer::cuda::kFusedStagedMergeFlatKeys);
+  for (Generator g : {Generator::kGaussian, Generator::kTies})
+    expect_plan_exact(make(decode(g, 2, 38000, 2048, 166 + uint64_t(g))), most,
+                      "2 x 38,000 k 2048, " + std::to_string(most.segments) + " segments, " + to_string(g));
 }
 
 // Host only (CUDA builds run it in CI): which problems the cluster path takes.

@@ -284,6 +284,7 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_rows_kernel(c
 
 // The ordered merge: the selector's storage, then [kMaxK] keys for rank order's sort.
 constexpr size_t kOrderedMergeSmem = sizeof(RowSelector::Storage) + size_t(kMaxK) * 8;
+static_assert(cuda::kFusedStagedMergeFlatKeys == RowSelector::kCap, "the plan's cost model knows the merge's flat buffer");
 
 // Above half an SM's shared memory (~114 KiB), so that the two CTAs of a row never share
 // an SM (they may, as a cluster, when both fit: measured no faster than one CTA, session 11).
