@@ -17,18 +17,21 @@
 
 namespace flashindexer::sm90 {
 
-// Experiment knobs (same results; timing only): FI_STAGED_GATHER=0 copies CTA by CTA, as
-// before session 16; FI_STAGED_EMIT_DIRECT=1 has write_gathered_row store each kept key
-// straight to the outputs in position order, as before session 16.
-#ifndef FI_STAGED_GATHER
-#define FI_STAGED_GATHER 1
-#endif
-#ifndef FI_STAGED_EMIT_DIRECT
-#define FI_STAGED_EMIT_DIRECT 0
-#endif
-
 inline constexpr int kRowBlock = 512;  // threads of the one-row kernels
 using RowSelector = BlockSelector<kRowBlock>;
+
+// The last q < n with first[q] <= i, for first[0] <= i, first nondecreasing, n <= kMax (a
+// power of two): branchless binary lifting, log2(kMax) independent-of-data steps that the
+// compiler unrolls, so a thread's searches for several i overlap (a loop per search held
+// each key's load behind it). Which run of a flat array of runs holds element i.
+template <uint32_t kMax>
+__device__ __forceinline__ uint32_t run_of(const uint32_t* first, uint32_t n, uint32_t i) {
+  static_assert((kMax & (kMax - 1)) == 0, "kMax is a power of two");
+  uint32_t q = 0;
+#pragma unroll
+  for (uint32_t step = kMax / 2; step > 0; step /= 2) q += q + step < n && first[q + step] <= i ? step : 0u;
+  return q;
+}
 
 // The sample rank of the guess for a window of len positions, 0 when none is taken: ~2K
 // survivors from the (2K x 2048 / L)-th best of 2048 evenly spaced samples, taken only when
@@ -169,37 +172,37 @@ __device__ uint32_t keep_gathered(RowSelector::Storage& st, uint32_t n, uint32_t
   return min(n, k);
 }
 
-// A row's outputs from its gathered candidates (keep_gathered): the kept keys to `ranked`
-// ([K] keys of shared memory outside st) in position order, by rank through a block radix
-// sort, then write_row (each thread's page-table reads at once; emitting each kept key
-// straight to the outputs cost a dependent page-table read per warp step: 12K cycles for
-// 512 keys, docs/perf.md session 16).
+// A row's outputs from its gathered candidates (keep_gathered). With a page table, or by
+// rank: the kept keys to `ranked` ([K] keys of shared memory outside st) in position order,
+// by rank through a block radix sort, then write_row (each thread's page-table reads at
+// once; emitting each kept key straight to the outputs cost a dependent page-table read
+// per warp step: 12K cycles for 512 keys, docs/perf.md session 16). By position with no
+// table, each kept key goes straight to the outputs (the staging cost ~1 us at kStaged's
+// S = 1 rows: docs/perf.md, session 17).
 template <class Clock>
 __device__ void write_gathered_row(const TopKArgs& a, int64_t row, const RowWindow& w, uint32_t status,
                                    RowSelector::Storage& st, uint32_t n, uint64_t* ranked, uint32_t* warp_count,
                                    Clock& clock, long long& t) {
-  if constexpr (FI_STAGED_EMIT_DIRECT != 0) {
-    if (a.order == OutputOrder::kPosition) {
-      const TopKOutputs& o = a.out;
-      const uint32_t kept = keep_gathered(st, n, uint32_t(a.k), warp_count, clock, t, [&](uint32_t idx, uint64_t key) {
-        const int32_t pos = rank_key_position(key);
-        o.positions[row * o.positions_row_stride + idx] = pos;
-        if (o.slots) o.slots[row * o.slots_row_stride + idx] = int32_t(physical_slot(a.pages, w.request, pos));
-        if (o.scores) o.scores[row * o.scores_row_stride + idx] = rank_key_score(key);
-      });
-      const float kNegInf = -__int_as_float(0x7f800000);
-      for (int32_t i = int32_t(kept) + int32_t(threadIdx.x); i < a.k; i += kRowBlock) {
-        o.positions[row * o.positions_row_stride + i] = -1;
-        if (o.slots) o.slots[row * o.slots_row_stride + i] = -1;
-        if (o.scores) o.scores[row * o.scores_row_stride + i] = kNegInf;
-      }
-      if (threadIdx.x == 0) {
-        if (o.counts) o.counts[row] = int32_t(kept);
-        if (o.status) o.status[row] = status;
-      }
-      clock.lap(kTopKProfileWrite, t);
-      return;
+  if (a.order == OutputOrder::kPosition && a.pages.table == nullptr) {
+    const TopKOutputs& o = a.out;
+    const uint32_t kept = keep_gathered(st, n, uint32_t(a.k), warp_count, clock, t, [&](uint32_t idx, uint64_t key) {
+      const int32_t pos = rank_key_position(key);
+      o.positions[row * o.positions_row_stride + idx] = pos;
+      if (o.slots) o.slots[row * o.slots_row_stride + idx] = int32_t(physical_slot(a.pages, w.request, pos));
+      if (o.scores) o.scores[row * o.scores_row_stride + idx] = rank_key_score(key);
+    });
+    const float kNegInf = -__int_as_float(0x7f800000);
+    for (int32_t i = int32_t(kept) + int32_t(threadIdx.x); i < a.k; i += kRowBlock) {
+      o.positions[row * o.positions_row_stride + i] = -1;
+      if (o.slots) o.slots[row * o.slots_row_stride + i] = -1;
+      if (o.scores) o.scores[row * o.scores_row_stride + i] = kNegInf;
     }
+    if (threadIdx.x == 0) {
+      if (o.counts) o.counts[row] = int32_t(kept);
+      if (o.status) o.status[row] = status;
+    }
+    clock.lap(kTopKProfileWrite, t);
+    return;
   }
   const uint32_t kept = keep_gathered(st, n, uint32_t(a.k), warp_count, clock, t,
                                       [&](uint32_t idx, uint64_t key) { ranked[idx] = key; });
@@ -229,22 +232,12 @@ __device__ void gather_cluster_candidates(const Cluster& cluster, uint64_t* cand
                                           uint32_t n) {
   __syncthreads();  // first[] is written
   const uint32_t own = ctas > 1 ? first[1] : n;
-  if constexpr (FI_STAGED_GATHER == 0) {
-    for (uint32_t q = 1; q < ctas; ++q) {
-      const uint32_t c = (q + 1 < ctas ? first[q + 1] : n) - first[q];
-      const uint64_t* remote = cluster.map_shared_rank(cand, q);
-      for (uint32_t i = threadIdx.x; i < c; i += kRowBlock) cand[first[q] + i] = remote[i];
-    }
-    return;
-  }
   for (uint32_t i0 = own + threadIdx.x; i0 < n; i0 += 4 * kRowBlock) {
     uint64_t key[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const uint32_t i = i0 + uint32_t(j * kRowBlock);
-      uint32_t q = 0;
-      for (uint32_t step = cuda::kTopKStagedMaxCluster / 2; step > 0; step /= 2)
-        q += q + step < ctas && first[q + step] <= i ? step : 0u;
+      const uint32_t q = run_of<cuda::kTopKStagedMaxCluster>(first, ctas, i);
       key[j] = i < n ? cluster.map_shared_rank(cand, q)[i - first[q]] : 0ull;
     }
 #pragma unroll

@@ -668,14 +668,12 @@ __global__ void __launch_bounds__(kBlock, kOrdered ? 1 : 2) topk_merge_kernel(co
     uint32_t total = 0;
     Scan(scan).ExclusiveSum(count, first[threadIdx.x], total);
     __syncthreads();
-    // Flat key i lies in split s, the last with first[s] <= i (splits may hold no key).
+    // Flat key i lies in split q, the last with first[q] <= i (splits may hold no key); the
+    // fused decode rows have at most kFusedStagedMaxSegments splits (a short search).
     auto key_at = [&](uint32_t i) {
-      int lo = 0, hi = ns;
-      while (hi - lo > 1) {
-        const int mid = (lo + hi) / 2;
-        if (first[mid] <= i) lo = mid; else hi = mid;
-      }
-      return ws.keys[(slot0 + lo) * a.k + (i - first[lo])];
+      const uint32_t q = ns <= cuda::kFusedStagedMaxSegments ? run_of<cuda::kFusedStagedMaxSegments>(first, ns, i)
+                                                             : run_of<kBlock>(first, ns, i);
+      return ws.keys[(slot0 + q) * a.k + (i - first[q])];
     };
     if (kOrdered && a.splits <= kBlock && total <= uint32_t(RowSelector::kCap)) {
       constexpr int kPer = RowSelector::kCap / kBlock;  // every load in flight at once
