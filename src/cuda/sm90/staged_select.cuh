@@ -13,25 +13,13 @@
 #include "../../core/rank_key.h"
 #include "../../core/row_window.h"
 #include "block_select.cuh"
+#include "flat_runs.h"
 #include "topk_over_logits.h"
 
 namespace flashindexer::sm90 {
 
 inline constexpr int kRowBlock = 512;  // threads of the one-row kernels
 using RowSelector = BlockSelector<kRowBlock>;
-
-// The last q < n with first[q] <= i, for first[0] <= i, first nondecreasing, n <= kMax (a
-// power of two): branchless binary lifting, log2(kMax) independent-of-data steps that the
-// compiler unrolls, so a thread's searches for several i overlap (a loop per search held
-// each key's load behind it). Which run of a flat array of runs holds element i.
-template <uint32_t kMax>
-__device__ __forceinline__ uint32_t run_of(const uint32_t* first, uint32_t n, uint32_t i) {
-  static_assert((kMax & (kMax - 1)) == 0, "kMax is a power of two");
-  uint32_t q = 0;
-#pragma unroll
-  for (uint32_t step = kMax / 2; step > 0; step /= 2) q += q + step < n && first[q + step] <= i ? step : 0u;
-  return q;
-}
 
 // The sample rank of the guess for a window of len positions, 0 when none is taken: ~2K
 // survivors from the (2K x 2048 / L)-th best of 2048 evenly spaced samples, taken only when
@@ -235,10 +223,10 @@ __device__ void gather_cluster_candidates(const Cluster& cluster, uint64_t* cand
   for (uint32_t i0 = own + threadIdx.x; i0 < n; i0 += 4 * kRowBlock) {
     uint64_t key[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint32_t i = i0 + uint32_t(j * kRowBlock);
+    for (int j = 0; j < 4; ++j) {  // every load issued (past n: element i0 again), then kept
+      const uint32_t i = i0 + uint32_t(j * kRowBlock) < n ? i0 + uint32_t(j * kRowBlock) : i0;
       const uint32_t q = run_of<cuda::kTopKStagedMaxCluster>(first, ctas, i);
-      key[j] = i < n ? cluster.map_shared_rank(cand, q)[i - first[q]] : 0ull;
+      key[j] = cluster.map_shared_rank(cand, q)[i - first[q]];
     }
 #pragma unroll
     for (int j = 0; j < 4; ++j)

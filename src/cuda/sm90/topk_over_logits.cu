@@ -668,20 +668,20 @@ __global__ void __launch_bounds__(kBlock, kOrdered ? 1 : 2) topk_merge_kernel(co
     uint32_t total = 0;
     Scan(scan).ExclusiveSum(count, first[threadIdx.x], total);
     __syncthreads();
-    // Flat key i lies in split q, the last with first[q] <= i (splits may hold no key); the
-    // fused decode rows have at most kFusedStagedMaxSegments splits (a short search).
-    auto key_at = [&](uint32_t i) {
-      const uint32_t q = ns <= cuda::kFusedStagedMaxSegments ? run_of<cuda::kFusedStagedMaxSegments>(first, ns, i)
-                                                             : run_of<kBlock>(first, ns, i);
+    // Flat key i lies in split q, the last with first[q] <= i (splits may hold no key; the
+    // scan wrote first[] for all kBlock threads), found among the first kMax splits.
+    auto key_at = [&]<uint32_t kMax>(uint32_t i) {
+      const uint32_t q = run_of<kMax>(first, uint32_t(ns), i);
       return ws.keys[(slot0 + q) * a.k + (i - first[q])];
     };
-    if (kOrdered && a.splits <= kBlock && total <= uint32_t(RowSelector::kCap)) {
+    // The fused decode rows (at most kFusedStagedMaxSegments splits) whose keys fit.
+    if (kOrdered && a.splits <= cuda::kFusedStagedMaxSegments && total <= uint32_t(RowSelector::kCap)) {
       constexpr int kPer = RowSelector::kCap / kBlock;  // every load in flight at once
       uint64_t key[kPer];
 #pragma unroll
-      for (int j = 0; j < kPer; ++j) {
+      for (int j = 0; j < kPer; ++j) {  // every load issued (past total: key 0 again), then kept
         const uint32_t i = threadIdx.x + uint32_t(j * kBlock);
-        key[j] = i < total ? key_at(i) : 0ull;
+        key[j] = key_at.template operator()<cuda::kFusedStagedMaxSegments>(i < total ? i : 0u);
       }
 #pragma unroll
       for (int j = 0; j < kPer; ++j) {
@@ -700,7 +700,7 @@ __global__ void __launch_bounds__(kBlock, kOrdered ? 1 : 2) topk_merge_kernel(co
       for (int j = 0; j < 4; ++j) {
         const uint32_t i = base + uint32_t(j * kBlock) + threadIdx.x;
         ok[j] = i < total;
-        rk[j] = ok[j] ? key_at(i) : 0ull;
+        rk[j] = ok[j] ? key_at.template operator()<kBlock>(i) : 0ull;
       }
     };
     uint64_t rk[4];
