@@ -353,7 +353,10 @@ void expect_plan_exact(const HostProblem& h, const flashindexer::cuda::FusedStag
   DeviceVector<uint8_t> ws(std::max<size_t>(sm90::fused_staged_workspace_bytes(d.p, plan), 1), 0xCD);
   GPU_CHECK(sm90::fused_staged_topk(d.p, out.o, plan, ws.get(), nullptr));
   GPU_CHECK(cudaDeviceSynchronize());
-  EXPECT_EQ(first_difference(dense.results, out.host()), "") << what << ": forced plan vs GPU dense + GPU TopK";
+  const HostResults fused = out.host();
+  EXPECT_EQ(first_difference(dense.results, fused), "") << what << ": forced plan vs GPU dense + GPU TopK";
+  std::printf("[ forced   ] %-44s rows %5lld  long rows %5lld\n", what.c_str(), (long long)h.rows(),
+              (long long)long_rows(fused));
 }
 
 // Every branch of the cluster path against dense + TopK: one segment per row (the row's
