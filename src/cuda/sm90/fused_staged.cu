@@ -29,8 +29,9 @@
 // Shared memory: max(scorer ~77 KiB, RowSelector storage ~88 KiB), which the selection
 //   aliases once the scoring is done, + the stage (chunk x 4 B, at most 128 KiB; 16 KiB at
 //   least: rank order sorts K keys there): one CTA per SM.
-// Measured (docs/perf.md, sessions 14 and 16): V4-Pro decode B = 64 x 65,536 216 us against
-//   249 us for dense + TopK; V3.2 1.08x; V4-Flash B = 1 48 us against 37 (0.77x).
+// Measured (docs/perf.md, sessions 14-17): V4-Pro decode B = 64 x 65,536 216 us against
+//   249 us for dense + TopK; V3.2 1.08x; B = 1: V4-Pro x 262,144 0.96x, V4-Flash 0.81x,
+//   V3.2 0.70x.
 #include <cooperative_groups.h>
 
 #include "cluster_launch.h"
