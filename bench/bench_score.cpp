@@ -140,7 +140,7 @@ bool same_outputs(const TopKOutputs& a, const TopKOutputs& b, int64_t rows, int3
 }
 
 // --plan-sweep (a developer tool: the data behind heuristics.h's plan_fused_staged): on a
-// decode point of next_n = 1, every plan of the fused decode clusters (fused_staged.cu) that
+// decode point, every plan of the fused decode clusters (fused_staged.cu) that
 // covers the row, timed through sm90::fused_staged_topk with poisoned outputs and compared
 // bit for bit with the dense path's (outs[1]). The plan the cost model picks on this device
 // says "chosen": true.
@@ -156,7 +156,7 @@ int sweep_staged_plans(const ScorePoint& pt, IndexerProblem p, TopKOutputs (&out
   };
   const cuda::ClusterCapacity cap{fit(2), fit(4), fit(8)};
   const int64_t rows = p.rows.rows();
-  const cuda::FusedStagedPlan chosen = cuda::plan_fused_staged(rows, p.rows.max_context, p.k, sms, cap);
+  const cuda::FusedStagedPlan chosen = cuda::plan_fused_staged(rows, p.rows.max_context, p.k, sms, cap, p.rows.next_n);
   std::vector<cuda::FusedStagedPlan> plans;
   size_t ws_bytes = 1;
   for (const int c : {2, 4, 8}) {
@@ -267,7 +267,7 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
     return 1;
   }
   const bool identical = same_outputs(outs[0], outs[1], rows, k);
-  if (opt.plan_sweep && pt.decode && pt.next_n == 1) {
+  if (opt.plan_sweep && pt.decode) {
     if (int rc = sweep_staged_plans(pt, p, outs, opt, base, dense_ms, mem, rotation); rc != 0) return rc;
   }
   // Builds with -DFI_FUSED_PROFILE=1: one more fused call per kernel's profile (the lockstep

@@ -258,6 +258,11 @@ TEST(Heuristics, FusedDecodeClustersCoverTheRowInBoundedChunks) {
     EXPECT_LE(plan.segments, int64_t(h200.at(8, 132))) << k;  // one wave of clusters
     EXPECT_EQ(plan.segments, k == 2048 ? 5 : k == 1024 ? 10 : 13) << k;
   }
+  // Speculative rows (next_n 2): one row per segment too, up to B x context = 4M positions.
+  EXPECT_EQ(plan_fused_staged(2, 131072, 2048, 132, h200, 2).cluster, 8);
+  EXPECT_EQ(plan_fused_staged(128, 32768, 2048, 132, h200, 2).cluster, 2);
+  EXPECT_EQ(plan_fused_staged(128, 131072, 2048, 132, h200, 2).cluster, 0);
+  EXPECT_EQ(plan_fused_staged(128, 131072, 2048, 132, h200, 1).cluster, 2);
   // Wider than 16 segments x 8 CTAs x 32,768 positions: none fits.
   EXPECT_EQ(plan_fused_staged(1, int64_t(kFusedStagedMaxSegments) * 8 * kTopKStagedMaxChunk + 1, 512, 132, h200).cluster, 0);
   // No cluster of any size: not this path.

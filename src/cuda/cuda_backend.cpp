@@ -168,10 +168,11 @@ class CudaBackend final : public BackendImpl {
                        p.queries.num_heads, p.rows.max_context, device().num_sms,
                        op == Operator::kDenseLogits ? kScorerMinChunkDense : kScorerMinChunk);
   }
-  // Decode rows of one request each may take the fused cluster path (fused_staged.cu).
+  // Decode rows may take the fused cluster path (fused_staged.cu).
   FusedStagedPlan staged_plan(const IndexerProblem& p) const {
-    if (p.rows.form != RowForm::kDecode || p.rows.next_n != 1) return {};
-    return plan_fused_staged(p.rows.rows(), p.rows.max_context, p.k, device().num_sms, device().clusters);
+    if (p.rows.form != RowForm::kDecode) return {};
+    return plan_fused_staged(p.rows.rows(), p.rows.max_context, p.k, device().num_sms, device().clusters,
+                             p.rows.next_n);
   }
   const Device& device() const {
     std::call_once(once_, [this] { device_ = discover(); });

@@ -254,8 +254,9 @@ inline int32_t fused_sample_tiles(int32_t cap, int32_t k, int32_t step_puts, int
   return int32_t(limit / step_puts / vote_every * vote_every);
 }
 
-// Fused operator, decode rows of one request each (next_n = 1), mxfp4 or fp8 keys
-// (fused_staged.cu): a row's positions split into `segments` of `cluster`
+// Fused operator, decode rows, mxfp4 or fp8 keys (fused_staged.cu): each row on its own (a
+// request's next_n rows read its keys next_n times; the lockstep kernel, fused_topk.cu,
+// reads them once for the group). A row's positions split into `segments` of `cluster`
 // chunks of `chunk` positions (<= kTopKStagedMaxChunk: one CTA's stage of fp32 scores in
 // shared memory); a cluster of `cluster` CTAs scores a segment and selects its top K as
 // kStaged does; with several segments their top K go to the workspace and the merge kernel
@@ -312,10 +313,17 @@ inline void for_each_fused_staged_plan(int64_t max_context, int cluster, F&& f) 
   }
 }
 
+// Speculative rows (next_n > 1) take the clusters while their requests' keys are at most
+// this many positions (B x max_context): V3.2 (H200, session 17) B = 64 x 32,768 x 2 rows
+// 264 us against the lockstep kernel's 321, B = 64 x 131,072 942 against 852; B = 1-8 at
+// 32,768-131,072 1.3-2.9x faster (docs/perf.md).
+inline constexpr int64_t kFusedStagedMaxSpeculativePositions = int64_t{1} << 22;
+
 inline FusedStagedPlan plan_fused_staged(int64_t rows, int64_t max_context, int32_t k, int num_sms,
-                                         const ClusterCapacity& cap) {
+                                         const ClusterCapacity& cap, int32_t next_n = 1) {
   FusedStagedPlan best;
   if (!FI_FUSED_STAGED || rows <= 0 || max_context <= 0) return best;
+  if (next_n > 1 && rows / next_n * max_context > kFusedStagedMaxSpeculativePositions) return best;
   int64_t best_cost = INT64_MAX;
   for (const int c : {2, 4, 8}) {
     const int64_t fit = cap.at(c, num_sms);

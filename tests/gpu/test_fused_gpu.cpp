@@ -191,6 +191,42 @@ TEST(GpuFused, KOrdersAndShapes) {
   }
 }
 
+// The lockstep kernel (fused_topk.cu) on decode rows, which the backend takes only where
+// the cluster path does not apply: forced here (FusedTopKArgs with no cluster plan, the
+// backend's scorer plan; poisoned outputs and workspace).
+struct LockstepRun {
+  DeviceOutputs out;
+  DeviceVector<uint8_t> ws;
+  flashindexer::cuda::ScorerPlan plan;
+  size_t optin = 0;
+  explicit LockstepRun(const IndexerProblem& p) : out(p.rows.rows(), p.k) {
+    int smem = 0, sms = 0;
+    EXPECT_EQ(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), cudaSuccess);
+    EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+    optin = size_t(smem);
+    plan = flashindexer::cuda::plan_scorer(p.rows.form == RowForm::kDecode, p.rows.rows(), p.rows.next_n,
+                                           p.rows.num_requests, p.queries.num_heads, p.rows.max_context, sms);
+    ws.fill(std::max<size_t>(sm90::fused_topk_workspace_bytes(p, plan, {}, optin), 1), 0xCD);
+  }
+  cudaError_t run(const IndexerProblem& p) {
+    const sm90::FusedTopKArgs args{&p, out.o, plan, ws.get(), optin, {}};
+    return sm90::fused_topk(args, nullptr);
+  }
+};
+
+void expect_lockstep_exact(const HostProblem& h, const std::string& what) {
+  DeviceProblem d(h);
+  LockstepRun f(d.p);
+  ASSERT_GT(f.plan.max_splits, 1) << what << ": the rows are split";
+  const DenseThenTopK dense = gpu_dense_then_topk(d.p);
+  GPU_CHECK(f.run(d.p));
+  GPU_CHECK(cudaDeviceSynchronize());
+  const HostResults fused = f.out.host();
+  EXPECT_EQ(first_difference(dense.results, fused), "") << what << ": lockstep vs GPU dense + GPU TopK";
+  std::printf("[ lockstep ] %-44s rows %5lld  long rows %5lld\n", what.c_str(), (long long)h.rows(),
+              (long long)long_rows(fused));
+}
+
 // The sampled start (src/cuda/sm90/sampled_start.h) needs one split per group, so enough
 // groups to fill the GPU twice: 2 x SMs decode requests with next_n = 4 (groups of 4 rows,
 // N = 256), all reading the same pages with the same length (so every CTA samples the
@@ -240,11 +276,10 @@ void expect_sampled_start(bool boost, int32_t context) {
         std::memcpy(scale, &v, 4);
       }
   DeviceProblem d(h);
-  FusedRun f(d.p);
+  LockstepRun f(d.p);  // the backend takes the clusters for these decode rows
   const int64_t rows = h.rows();
   ASSERT_GE(f.ws.n, size_t(rows) * sizeof(uint32_t));
-  const Status st = f.run(d.p);
-  ASSERT_TRUE(st.is_ok()) << st.to_string();
+  GPU_CHECK(f.run(d.p));
   GPU_CHECK(cudaDeviceSynchronize());
   const std::vector<uint8_t> ws = f.ws.to_host();
   int64_t wrong = 0;
@@ -307,7 +342,8 @@ TEST(GpuFused, SampledStartWithThirtyTwoHeads) {
   EXPECT_EQ(first_difference(cpu_topk_of(h, dense.logits), fused), "") << "vs CPU TopK";
 }
 
-// Decode rows, next_n 1..4: few requests split over many CTAs, exact merge on the GPU.
+// Decode rows, next_n 1..4: few requests split over many CTAs, exact merge on the GPU; the
+// backend's path (the clusters) and the lockstep kernel's.
 TEST(GpuFused, DecodeRowsSplitAndMerged) {
   SKIP_WITHOUT_GPU();
   for (CacheFormat f : kFormats)
@@ -317,7 +353,9 @@ TEST(GpuFused, DecodeRowsSplitAndMerged) {
       s.form = RowForm::kDecode;
       s.next_n = next_n;
       s.order = next_n == 4 ? OutputOrder::kRank : OutputOrder::kPosition;
-      expect_fused_exact(make(s), std::string(name(f)) + " decode next_n " + std::to_string(next_n));
+      const HostProblem h = make(s);
+      expect_fused_exact(h, std::string(name(f)) + " decode next_n " + std::to_string(next_n));
+      expect_lockstep_exact(h, std::string(name(f)) + " decode next_n " + std::to_string(next_n));
     }
 }
 
@@ -338,7 +376,7 @@ flashindexer::cuda::FusedStagedPlan staged_plan_of(const HostProblem& h) {
     return n > 0 ? n : -1;
   };
   const flashindexer::cuda::ClusterCapacity cap{capacity(2), capacity(4), capacity(8)};
-  return flashindexer::cuda::plan_fused_staged(h.rows(), h.max_context, h.k, sms, cap);
+  return flashindexer::cuda::plan_fused_staged(h.rows(), h.max_context, h.k, sms, cap, h.next_n);
 }
 
 // The cluster path with a plan the cost model would not take (sm90::fused_staged_topk
@@ -445,8 +483,8 @@ TEST(FusedDecodeClusters, AppliesToDecodeRowsOfOneRequestWithinTheGrid) {
   p.queries.num_heads = 48;
   EXPECT_FALSE(sm90::fused_staged_applies(p, plan, kH200)) << "no kernel for H = 48";
   p.queries.num_heads = 64;
-  p.rows.next_n = 2;
-  EXPECT_FALSE(sm90::fused_staged_applies(p, plan, kH200)) << "groups of two rows";
+  p.rows.next_n = 2;  // speculative rows: one row per cluster segment too
+  EXPECT_TRUE(sm90::fused_staged_applies(p, plan, kH200));
   p.rows.next_n = 1;
   p.rows.num_requests = INT32_MAX;
   EXPECT_FALSE(sm90::fused_staged_applies(p, plan, kH200)) << "2 x INT32_MAX CTAs";

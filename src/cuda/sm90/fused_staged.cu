@@ -331,7 +331,7 @@ cudaError_t launch(const ScorerArgs& a, const StagedParams& f, int cluster, cuda
 }  // namespace
 
 bool fused_staged_applies(const IndexerProblem& p, const cuda::FusedStagedPlan& plan, size_t smem_limit) {
-  if (plan.cluster <= 0 || p.rows.form != RowForm::kDecode || p.rows.next_n != 1) return false;
+  if (plan.cluster <= 0 || p.rows.form != RowForm::kDecode) return false;
   if (p.rows.rows() > INT32_MAX / plan.ctas_per_row()) return false;  // one grid x index per CTA
   if (p.cache.format == CacheFormat::kMxfp4 && !ScorerSmem<64, true>::kRegKeys) return false;
   const size_t smem = with_scorer_shape(p.cache.format, p.queries.num_heads, 1, SIZE_MAX,
