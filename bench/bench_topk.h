@@ -11,7 +11,7 @@ struct BenchOptions {
   std::string git;
   bool json = true;
   bool full = false;  // bench: the whole grid of the scorer issue
-  bool plan_sweep = false;  // bench: every fused decode-cluster plan of each next_n = 1 decode point
+  bool plan_sweep = false;  // bench: every fused decode-cluster plan of each decode point
 };
 
 int bench_topk(const BenchOptions& opt);

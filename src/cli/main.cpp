@@ -217,7 +217,7 @@ int main(int argc, char** argv) {
   bench_score->add_flag("--full", bench.full, "every prefill context and decode point of the scorer issue");
   bench_score->add_flag("--json", bench.json, "JSON lines (the only output format)");
   bench_score->add_flag("--plan-sweep", bench.plan_sweep,
-                        "also time every plan of the fused decode clusters on next_n = 1 decode points");
+                        "also time every plan of the fused decode clusters on decode points");
 #endif
 
   CLI11_PARSE(app, argc, argv);

@@ -1,6 +1,6 @@
 // flashindexer sm_90a: the fused indexer TopK for decode rows, a cluster of CTAs per row
-// segment with the scores staged in shared memory (fused_topk's decode path for groups of
-// one row: next_n = 1, mxfp4 or fp8, H = 64 or 32).
+// segment with the scores staged in shared memory (fused_topk's decode path: one row per
+// segment, any next_n (plan_fused_staged bounds speculative rows), mxfp4 or fp8, H = 64 or 32).
 //
 // Purpose: the outputs of fused_topk.cu, bit-identical to dense_logits.cu followed by
 //   topk_over_logits.cu: the scores come from the dense kernel's scorer (paged_scorer.cuh,

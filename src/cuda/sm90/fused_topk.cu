@@ -30,8 +30,8 @@
 // Shared memory: the scorer's (N = 256: fp8 131 KiB, mxfp4 144 KiB) + 8 KiB of radix
 //   histogram + R x cap x 8 B of candidates, cap = what fits under the opt-in limit
 //   (H200, H = 64, R = 4: fp8 2,746, mxfp4 2,330).
-// Decode rows of next_n = 1 take fused_staged.cu instead (a cluster per row segment; the
-//   dispatch is in fused_topk()).
+// Decode rows take fused_staged.cu instead where its plan applies (a cluster per row segment;
+//   speculative rows while B x context <= 4M positions; the dispatch is in fused_topk()).
 // Measured (docs/perf.md): bit-identical to dense + TopK everywhere; as fast in prefill at
 //   K <= 1024, 0.91x at K = 2048 (docs/design.md, "Next").
 #include "../../core/rank_key.h"

@@ -19,9 +19,9 @@ struct FusedTopKArgs {
   cuda::FusedStagedPlan staged;  // decode rows that fused_staged_applies() to take fused_staged.cu
 };
 
-// Whether the plan's cluster path (fused_staged.cu) serves this problem: decode rows of
-// next_n = 1, mxfp4 or fp8, H 64 or 32, a plan with clusters, and its shared memory within
-// smem_limit.
+// Whether the plan's cluster path (fused_staged.cu) serves this problem: decode rows (any
+// next_n: one row per segment), mxfp4 or fp8, H 64 or 32, a plan with clusters, and its shared
+// memory within smem_limit.
 bool fused_staged_applies(const IndexerProblem& p, const cuda::FusedStagedPlan& plan, size_t smem_limit);
 // Its workspace: the segments' local top K when a row has several (SplitCandidates).
 size_t fused_staged_workspace_bytes(const IndexerProblem& p, const cuda::FusedStagedPlan& plan);
