@@ -256,7 +256,7 @@ TEST(Heuristics, FusedDecodeClustersCoverTheRowInBoundedChunks) {
     plan = plan_fused_staged(1, 65536, k, 132, h200);
     EXPECT_EQ(plan.cluster, 8) << k;
     EXPECT_LE(plan.segments, int64_t(h200.at(8, 132))) << k;  // one wave of clusters
-    EXPECT_EQ(plan.segments, k == 2048 ? 5 : k == 1024 ? 10 : 13) << k;
+    EXPECT_EQ(plan.segments, k == 2048 ? 8 : k == 1024 ? 10 : 13) << k;
   }
   // Speculative rows (next_n 2): one row per segment too, up to B x context = 4M positions.
   EXPECT_EQ(plan_fused_staged(2, 131072, 2048, 132, h200, 2).cluster, 8);

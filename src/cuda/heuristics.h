@@ -274,8 +274,9 @@ inline int32_t fused_sample_tiles(int32_t cap, int32_t k, int32_t step_puts, int
 #define FI_FUSED_STAGED 1
 #endif
 inline constexpr int kFusedStagedMaxSegments = 16;
-// The ordered merge's flat buffer of keys (topk_over_logits.cu: RowSelector::kCap).
-inline constexpr int64_t kFusedStagedMergeFlatKeys = 10240;
+// The ordered merge's flat buffer of keys (topk_over_logits.cu: kOrderedMergeLargeKeys;
+// RowSelector::kCap = 10,240 before session 17's larger buffer).
+inline constexpr int64_t kFusedStagedMergeFlatKeys = 16384;
 // Experiment knobs (host code): the cost model's constants, in positions of one CTA's chunk.
 #ifndef FI_FUSED_STAGED_FINISH_COST
 #define FI_FUSED_STAGED_FINISH_COST 2048

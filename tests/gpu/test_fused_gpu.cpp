@@ -453,14 +453,32 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
   check(s, "page 128, padded, bf16 weights");
   EXPECT_TRUE(one_segment) << "no case took one segment per row";
   EXPECT_TRUE(segments) << "no case took several segments per row";
-  // The segments' top K beyond the ordered merge's buffer (its pushes through the selector),
-  // which the cost model avoids: the plan of clusters of 8 with the most segments.
-  flashindexer::cuda::FusedStagedPlan most;
-  flashindexer::cuda::for_each_fused_staged_plan(38000, 8, [&](const auto& plan) { most = plan; });
-  ASSERT_GT(int64_t(most.segments) * 2048, flashindexer::cuda::kFusedStagedMergeFlatKeys);
-  for (Generator g : {Generator::kGaussian, Generator::kTies})
-    expect_plan_exact(make(decode(g, 2, 38000, 2048, 166 + uint64_t(g))), most,
-                      "2 x 38,000 k 2048, " + std::to_string(most.segments) + " segments, " + to_string(g));
+  // Plans the cost model may not take, on 2 rows of 38,000 at K = 2048 (clusters of 8): the
+  // segments' top K in the ordered merge's larger buffer (more keys than the selector's
+  // kCap, by position and by rank: ranked then shares the selector's storage with the rank
+  // sort), and beyond it (its pushes through the selector: the plan with the most segments).
+  using flashindexer::cuda::FusedStagedPlan;
+  using flashindexer::cuda::kFusedStagedMergeFlatKeys;
+  std::vector<FusedStagedPlan> plans;
+  flashindexer::cuda::for_each_fused_staged_plan(38000, 8, [&](const FusedStagedPlan& p) { plans.push_back(p); });
+  ASSERT_FALSE(plans.empty());
+  ASSERT_GT(int64_t(plans.back().segments) * 2048, kFusedStagedMergeFlatKeys);
+  int checked_large = 0;
+  for (const FusedStagedPlan& plan : plans) {
+    const int64_t keys = int64_t(plan.segments) * 2048;
+    const bool large = keys > 10240 && keys <= kFusedStagedMergeFlatKeys;
+    if (!large && &plan != &plans.back()) continue;
+    for (OutputOrder order : {OutputOrder::kPosition, OutputOrder::kRank}) {
+      const Generator g = order == OutputOrder::kRank ? Generator::kTies : Generator::kGaussian;
+      SyntheticSpec s2 = decode(g, 2, 38000, 2048, 166 + uint64_t(g) + uint64_t(plan.segments));
+      s2.order = order;
+      expect_plan_exact(make(s2), plan,
+                        "2 x 38,000 k 2048, " + std::to_string(plan.segments) + " segments, " + to_string(g) +
+                            (order == OutputOrder::kRank ? " by rank" : " by position"));
+    }
+    checked_large += large;
+  }
+  EXPECT_GT(checked_large, 0) << "no plan's keys took the merge's larger buffer";
 }
 
 // Host only (CUDA builds run it in CI): which problems the cluster path takes.
@@ -681,6 +699,18 @@ TEST(GpuFused, SanitizerDecodeClustersFp8) {
   SKIP_WITHOUT_GPU();
   expect_fused_exact(make(decode_rows(CacheFormat::kFp8E4M3, Generator::kSpecials, 2, 30000, 512, 125)),
                      "sanitizer fp8 decode cluster, guess and fallback");
+}
+
+// The ordered merge's larger buffer (H200 plan: 7 segments x K = 2048 = 14,336 keys), by rank:
+// its rank sort's storage aliases the kept keys (racecheck and memcheck, fp8 keys).
+TEST(GpuFused, SanitizerDecodeClustersLargeMerge) {
+  SKIP_WITHOUT_GPU();
+  SyntheticSpec m = decode_rows(CacheFormat::kFp8E4M3, Generator::kGaussian, 1, 50000, 2048, 126);
+  m.order = OutputOrder::kRank;
+  const HostProblem h = make(m);
+  const auto plan = staged_plan_of(h);
+  EXPECT_GT(int64_t(plan.segments) * 2048, 10240) << "the plan's keys fit the selector's own buffer";
+  expect_fused_exact(h, "sanitizer fp8 decode cluster, large merge by rank");
 }
 
 // memcheck only (tools/device.sh): the sampled start, its guess failing, and the repair launch.

@@ -281,7 +281,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   long long t = 0;
   if (f.segments == 1) {
     if (selected) {
-      write_gathered_row(ta, row, w, status, st, n, reinterpret_cast<uint64_t*>(stage), ss.warp_count, clock, t);
+      write_gathered_row(ta, row, w, status, st, st.cand, n, reinterpret_cast<uint64_t*>(stage), ss.warp_count, clock,
+                         t);
     } else {
       uint64_t sorted[RowSelector::kSortItems];
       const int32_t kept = sel.finish(f.order == OutputOrder::kRank, sorted, position_bits(ta), w.start, w.length());
@@ -296,7 +297,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint64_t* keys = f.ws.keys + slot * f.k;
   uint32_t kept;
   if (selected) {
-    kept = keep_gathered(st, n, uint32_t(f.k), ss.warp_count, clock, t, [&](uint32_t i, uint64_t key) { keys[i] = key; });
+    kept = keep_gathered(st, st.cand, n, uint32_t(f.k), ss.warp_count, clock, t,
+                         [&](uint32_t i, uint64_t key) { keys[i] = key; });
   } else {  // in position order too, as the ordered merge reads the slots
     uint64_t sorted[RowSelector::kSortItems];
     kept = uint32_t(sel.finish(false, sorted, position_bits(ta), lo, len));

@@ -128,21 +128,22 @@ __device__ inline void put_passing(uint64_t* cand, uint32_t base, uint64_t pass,
   }
 }
 
-// Over candidates st.cand[0, n) in position order: the K-th key (a radix select; none when
-// n <= K), then emit(index, key) for every key at or above it, index its place among them
-// in position order (warp w takes a run of the candidates; one scan over the warps'
-// counts). Returns min(K, n). warp_count: kRowBlock / 32 words of shared scratch.
+// Over candidates cand[0, n) in position order (shared memory: st.cand, or the split merge's
+// larger buffer): the K-th key (a radix select in st.select; none when n <= K), then
+// emit(index, key) for every key at or above it, index its place among them in position
+// order (warp w takes a run of the candidates; one scan over the warps' counts). Returns
+// min(K, n). warp_count: kRowBlock / 32 words of shared scratch.
 template <class Clock, class Emit>
-__device__ uint32_t keep_gathered(RowSelector::Storage& st, uint32_t n, uint32_t k, uint32_t* warp_count,
-                                  Clock& clock, long long& t, Emit&& emit) {
+__device__ uint32_t keep_gathered(RowSelector::Storage& st, const uint64_t* cand, uint32_t n, uint32_t k,
+                                  uint32_t* warp_count, Clock& clock, long long& t, Emit&& emit) {
   constexpr int kWarps = kRowBlock / 32;
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  const uint64_t kth = n > k ? RowSelector::Select::kth(st.select, st.cand, n, k, int(threadIdx.x)) : 0ull;
+  const uint64_t kth = n > k ? RowSelector::Select::kth(st.select, cand, n, k, int(threadIdx.x)) : 0ull;
   clock.lap(kTopKProfileReduce, t);
   const uint32_t chunk = ((n + kWarps - 1) / kWarps + 31) / 32 * 32;
   const uint32_t c0 = min(uint32_t(warp) * chunk, n), c1 = min(c0 + chunk, n);
   uint32_t mine = 0;
-  for (uint32_t i = c0 + lane; i < c1; i += 32) mine += st.cand[i] >= kth;
+  for (uint32_t i = c0 + lane; i < c1; i += 32) mine += cand[i] >= kth;
   const uint32_t in_warp = __reduce_add_sync(0xffffffffu, mine);
   if (lane == 0) warp_count[warp] = in_warp;
   __syncthreads();
@@ -151,7 +152,7 @@ __device__ uint32_t keep_gathered(RowSelector::Storage& st, uint32_t n, uint32_t
   const uint32_t lower = (1u << lane) - 1u;
   for (uint32_t i0 = c0; i0 < c1; i0 += 32) {  // warp-uniform
     const uint32_t i = i0 + uint32_t(lane);
-    const uint64_t key = i < c1 ? st.cand[i] : 0ull;  // (rank keys are never 0)
+    const uint64_t key = i < c1 ? cand[i] : 0ull;  // (rank keys are never 0)
     const bool keep = i < c1 && key >= kth;
     const uint32_t b = __ballot_sync(0xffffffffu, keep);
     if (keep) emit(at + uint32_t(__popc(b & lower)), key);
@@ -160,8 +161,9 @@ __device__ uint32_t keep_gathered(RowSelector::Storage& st, uint32_t n, uint32_t
   return min(n, k);
 }
 
-// A row's outputs from its gathered candidates (keep_gathered). With a page table, or by
-// rank: the kept keys to `ranked` ([K] keys of shared memory outside st) in position order,
+// A row's outputs from its gathered candidates cand[0, n) (keep_gathered). With a page table,
+// or by rank: the kept keys to `ranked` ([K] keys of shared memory outside cand and
+// st.select; it may alias st.cand when cand is elsewhere) in position order,
 // by rank through a block radix sort, then write_row (each thread's page-table reads at
 // once; emitting each kept key straight to the outputs cost a dependent page-table read
 // per warp step: 12K cycles for 512 keys, docs/perf.md session 16). By position with no
@@ -169,11 +171,11 @@ __device__ uint32_t keep_gathered(RowSelector::Storage& st, uint32_t n, uint32_t
 // S = 1 rows: docs/perf.md, session 17).
 template <class Clock>
 __device__ void write_gathered_row(const TopKArgs& a, int64_t row, const RowWindow& w, uint32_t status,
-                                   RowSelector::Storage& st, uint32_t n, uint64_t* ranked, uint32_t* warp_count,
-                                   Clock& clock, long long& t) {
+                                   RowSelector::Storage& st, const uint64_t* cand, uint32_t n, uint64_t* ranked,
+                                   uint32_t* warp_count, Clock& clock, long long& t) {
   if (a.order == OutputOrder::kPosition && a.pages.table == nullptr) {
     const TopKOutputs& o = a.out;
-    const uint32_t kept = keep_gathered(st, n, uint32_t(a.k), warp_count, clock, t, [&](uint32_t idx, uint64_t key) {
+    const uint32_t kept = keep_gathered(st, cand, n, uint32_t(a.k), warp_count, clock, t, [&](uint32_t idx, uint64_t key) {
       const int32_t pos = rank_key_position(key);
       o.positions[row * o.positions_row_stride + idx] = pos;
       if (o.slots) o.slots[row * o.slots_row_stride + idx] = int32_t(physical_slot(a.pages, w.request, pos));
@@ -192,7 +194,7 @@ __device__ void write_gathered_row(const TopKArgs& a, int64_t row, const RowWind
     clock.lap(kTopKProfileWrite, t);
     return;
   }
-  const uint32_t kept = keep_gathered(st, n, uint32_t(a.k), warp_count, clock, t,
+  const uint32_t kept = keep_gathered(st, cand, n, uint32_t(a.k), warp_count, clock, t,
                                       [&](uint32_t idx, uint64_t key) { ranked[idx] = key; });
   __syncthreads();  // ranked is written; cand (which the sort's storage aliases) is read
   uint64_t keys[RowSelector::kSortItems];
@@ -202,6 +204,7 @@ __device__ void write_gathered_row(const TopKArgs& a, int64_t row, const RowWind
     keys[i] = uint32_t(idx) < kept ? ranked[idx] : 0ull;  // 0: no key, sorts last
   }
   if (a.order == OutputOrder::kRank) {
+    __syncthreads();  // every thread holds its keys: ranked may alias the sort's storage
     RowSelector::Storage::Sort sorter(st.sort);
     sorter.SortDescending(keys);
   }

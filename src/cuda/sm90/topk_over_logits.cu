@@ -282,9 +282,17 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_rows_kernel(c
   finish_row(a, sel, row, w, nan, clock, t);
 }
 
-// The ordered merge: the selector's storage, then [kMaxK] keys for rank order's sort.
+// The ordered merge: the selector's storage, then [kMaxK] keys for rank order's sort; rows
+// whose splits can hold more keys than the selector's buffer (splits x K > kCap) get
+// [kOrderedMergeLargeKeys] there instead (their flat buffer when the keys fit).
+constexpr int kOrderedMergeLargeKeys = 16384;
 constexpr size_t kOrderedMergeSmem = sizeof(RowSelector::Storage) + size_t(kMaxK) * 8;
-static_assert(cuda::kFusedStagedMergeFlatKeys == RowSelector::kCap, "the plan's cost model knows the merge's flat buffer");
+constexpr size_t kOrderedMergeLargeSmem = sizeof(RowSelector::Storage) + size_t(kOrderedMergeLargeKeys) * 8;
+static_assert(kOrderedMergeLargeSmem + 4096 <= 227 * 1024, "the large buffer and the kernel's static shared memory fit");
+static_assert(cuda::kFusedStagedMergeFlatKeys == kOrderedMergeLargeKeys, "the plan's cost model knows the merge's flat buffer");
+__host__ __device__ constexpr bool ordered_merge_large(int32_t splits, int32_t k) {
+  return int64_t(splits) * k > RowSelector::kCap;
+}
 
 // Above half an SM's shared memory (~114 KiB), so that the two CTAs of a row never share
 // an SM (they may, as a cluster, when both fit: measured no faster than one CTA, session 11).
@@ -549,7 +557,7 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
   if (selected) {
     const uint32_t status = w.status | (ss.nan != 0u ? row_status::kHasNaN : 0u);
     uint64_t* ranked = reinterpret_cast<uint64_t*>(stage);  // [K]: the stage holds >= kMaxK keys
-    write_gathered_row(a, row, w, status, st, n, ranked, ss.warp_count, clock, t);
+    write_gathered_row(a, row, w, status, st, st.cand, n, ranked, ss.warp_count, clock, t);
     clock.flush(threadIdx.x == 0, topk_profile_sums());
     return;
   }
@@ -642,7 +650,8 @@ __global__ void __launch_bounds__(kBlock, kOrdered ? 1 : 2) topk_merge_kernel(co
   using Scan = cub::BlockScan<uint32_t, kBlock>;
   extern __shared__ __align__(16) uint8_t smem[];
   auto& st = *reinterpret_cast<RowSelector::Storage*>(smem);
-  uint64_t* ranked = reinterpret_cast<uint64_t*>(smem + sizeof(RowSelector::Storage));  // kOrdered: [kMaxK]
+  // kOrdered: [kMaxK], or [kOrderedMergeLargeKeys] when ordered_merge_large (the launch's size)
+  uint64_t* extra = reinterpret_cast<uint64_t*>(smem + sizeof(RowSelector::Storage));
   __shared__ uint32_t scratch;
   __shared__ uint32_t first[kBlock];  // flat index of each split's first key (a chunk of kBlock splits)
   __shared__ uint32_t warp_count[kBlock / 32];
@@ -674,24 +683,39 @@ __global__ void __launch_bounds__(kBlock, kOrdered ? 1 : 2) topk_merge_kernel(co
       const uint32_t q = run_of<kMax>(first, uint32_t(ns), i);
       return ws.keys[(slot0 + q) * a.k + (i - first[q])];
     };
-    // The fused decode rows (at most kFusedStagedMaxSegments splits) whose keys fit.
-    if (kOrdered && a.splits <= cuda::kFusedStagedMaxSegments && total <= uint32_t(RowSelector::kCap)) {
-      constexpr int kPer = RowSelector::kCap / kBlock;  // every load in flight at once
+    // The fused decode rows (at most kFusedStagedMaxSegments splits) whose keys fit: copied
+    // flat (kPer keys per thread in flight, past total key 0 again), then kept.
+    auto copy_flat = [&]<int kPer>(uint64_t* cand, uint32_t base) {
       uint64_t key[kPer];
 #pragma unroll
-      for (int j = 0; j < kPer; ++j) {  // every load issued (past total: key 0 again), then kept
-        const uint32_t i = threadIdx.x + uint32_t(j * kBlock);
+      for (int j = 0; j < kPer; ++j) {
+        const uint32_t i = base + threadIdx.x + uint32_t(j * kBlock);
         key[j] = key_at.template operator()<cuda::kFusedStagedMaxSegments>(i < total ? i : 0u);
       }
 #pragma unroll
       for (int j = 0; j < kPer; ++j) {
-        const uint32_t i = threadIdx.x + uint32_t(j * kBlock);
-        if (i < total) st.cand[i] = key[j];
+        const uint32_t i = base + threadIdx.x + uint32_t(j * kBlock);
+        if (i < total) cand[i] = key[j];
       }
+    };
+    if (kOrdered && a.splits <= cuda::kFusedStagedMaxSegments && total <= uint32_t(RowSelector::kCap)) {
+      copy_flat.template operator()<RowSelector::kCap / kBlock>(st.cand, 0);  // every load in flight at once
       nan = __syncthreads_or(nan);  // also: cand is written
       clock.lap(kTopKProfileSelect, t);
-      write_gathered_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), st, total, ranked, warp_count,
-                         clock, t);
+      write_gathered_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), st, st.cand, total, extra,
+                         warp_count, clock, t);
+      clock.flush(threadIdx.x == 0, topk_profile_sums());
+      return;
+    }
+    if (kOrdered && a.splits <= cuda::kFusedStagedMaxSegments && ordered_merge_large(a.splits, a.k) &&
+        total <= uint32_t(kOrderedMergeLargeKeys)) {  // the larger buffer; ranked in st.cand (free)
+      constexpr int kHalf = kOrderedMergeLargeKeys / kBlock / 2;
+      copy_flat.template operator()<kHalf>(extra, 0);
+      if (total > uint32_t(kHalf * kBlock)) copy_flat.template operator()<kHalf>(extra, uint32_t(kHalf * kBlock));
+      nan = __syncthreads_or(nan);
+      clock.lap(kTopKProfileSelect, t);
+      write_gathered_row(a, row, w, w.status | (nan ? row_status::kHasNaN : 0u), st, extra, total, st.cand,
+                         warp_count, clock, t);
       clock.flush(threadIdx.x == 0, topk_profile_sums());
       return;
     }
@@ -740,7 +764,7 @@ cudaError_t configure_kernels() {
       {reinterpret_cast<const void*>(topk_split_kernel), sizeof(RowSelector::Storage)},
       {reinterpret_cast<const void*>(grid_finish_kernel), sizeof(FinishSelector::Storage)},
       {reinterpret_cast<const void*>(topk_merge_kernel<false>), sizeof(RowSelector::Storage)},
-      {reinterpret_cast<const void*>(topk_merge_kernel<true>), kOrderedMergeSmem}};
+      {reinterpret_cast<const void*>(topk_merge_kernel<true>), kOrderedMergeLargeSmem}};
   for (const auto& [f, smem] : kernels) {
     e = cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (e != cudaSuccess) return e;
@@ -838,7 +862,10 @@ cudaError_t topk_merge_splits(const TopKArgs& a, cudaStream_t stream, bool order
   const int64_t rows = a.rows.rows();
   if (rows == 0) return cudaSuccess;
   if (cudaError_t e = configure_kernels(); e != cudaSuccess) return e;
-  if (ordered) return launch_dependent(topk_merge_kernel<true>, dim3(unsigned(rows)), kBlock, kOrderedMergeSmem, stream, a);
+  if (ordered) {
+    const size_t smem = ordered_merge_large(a.splits, a.k) ? kOrderedMergeLargeSmem : kOrderedMergeSmem;
+    return launch_dependent(topk_merge_kernel<true>, dim3(unsigned(rows)), kBlock, smem, stream, a);
+  }
   return launch_dependent(topk_merge_kernel<false>, dim3(unsigned(rows)), kBlock, sizeof(RowSelector::Storage), stream,
                           a);
 }
