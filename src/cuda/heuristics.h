@@ -262,8 +262,8 @@ inline int32_t fused_sample_tiles(int32_t cap, int32_t k, int32_t step_puts, int
 // kStaged does; with several segments their top K go to the workspace and the merge kernel
 // (rows x segments x (8 K + 8) bytes: at most kFusedStagedMaxSegments per row). Chosen by a
 // cost in positions per CTA: the waves of clusters (cap.at: clusters at once) times the chunk
-// plus the finish, plus the merge when there are segments: 1,024 + its S x K keys / 16 while
-// they fit its flat buffer (kFusedStagedMergeFlatKeys), / 2 beyond (its selector pushes).
+// plus the finish, plus the merge when there are segments (fused_staged_merge_cost: 1,024 +
+// its S x K keys / 16, / 8 and / 2 as they fill its buffers).
 // Fitted to `flashindexer bench --plan-sweep` on the H200 (docs/perf.md, session 17): every
 // plan of 13 decode points, B 1-32, K 512-2048, mxfp4 and fp8; the picks are within 1.4% of
 // each point's fastest plan (the model before, a merge of 4,096 whatever S x K, lost up to
@@ -287,11 +287,19 @@ inline constexpr int64_t kFusedStagedMergeFlatKeys = 16384;
 inline constexpr int64_t kFusedStagedFinishCost = FI_FUSED_STAGED_FINISH_COST;  // a CTA's finish
 inline constexpr int64_t kFusedStagedMergeCost = FI_FUSED_STAGED_MERGE_COST;    // the merge kernel, fixed part
 
-// The merge's cost for `segments` x k keys (0 for one segment).
+// The merge's cost for `segments` x k keys (0 for one segment): per key 1/16 within the
+// selector's own buffer (10,240 keys), 1/8 in the larger flat buffer, 1/2 beyond it (the
+// selector's pushes). The larger buffer's 1/8: at V3.2 B1 x 65,536 8 x 8 segments (16,384
+// keys) ran 59.2 us against 8 x 5's 57.2; at V3.2 B1 x 262,144 8 x 8 86.9 against 95.3;
+// V4-Pro B1 x 262,144 8 x 14 66.7 against 8 x 10's 68.2 (session 17, fc3fa9f).
+inline constexpr int64_t kFusedStagedSelectorKeys = 10240;
 inline int64_t fused_staged_merge_cost(int segments, int32_t k) {
   if (segments <= 1) return 0;
   const int64_t keys = int64_t(segments) * k;
-  return kFusedStagedMergeCost + (keys <= kFusedStagedMergeFlatKeys ? keys / 16 : keys / 2);
+  const int64_t own = std::min(keys, kFusedStagedSelectorKeys);
+  const int64_t large = std::min(keys, kFusedStagedMergeFlatKeys) - own;
+  const int64_t beyond = keys - own - large;
+  return kFusedStagedMergeCost + own / 16 + large / 8 + beyond / 2;
 }
 
 struct FusedStagedPlan {

@@ -290,6 +290,7 @@ constexpr size_t kOrderedMergeSmem = sizeof(RowSelector::Storage) + size_t(kMaxK
 constexpr size_t kOrderedMergeLargeSmem = sizeof(RowSelector::Storage) + size_t(kOrderedMergeLargeKeys) * 8;
 static_assert(kOrderedMergeLargeSmem + 4096 <= 227 * 1024, "the large buffer and the kernel's static shared memory fit");
 static_assert(cuda::kFusedStagedMergeFlatKeys == kOrderedMergeLargeKeys, "the plan's cost model knows the merge's flat buffer");
+static_assert(cuda::kFusedStagedSelectorKeys == RowSelector::kCap, "the plan's cost model knows the selector's buffer");
 __host__ __device__ constexpr bool ordered_merge_large(int32_t splits, int32_t k) {
   return int64_t(splits) * k > RowSelector::kCap;
 }
