@@ -274,8 +274,10 @@ inline int32_t fused_sample_tiles(int32_t cap, int32_t k, int32_t step_puts, int
 #define FI_FUSED_STAGED 1
 #endif
 inline constexpr int kFusedStagedMaxSegments = 16;
-// The ordered merge's flat buffer of keys (topk_over_logits.cu: kOrderedMergeLargeKeys;
-// RowSelector::kCap = 10,240 before session 17's larger buffer).
+// The ordered merge's flat buffers of keys (topk_over_logits.cu): the selector's own
+// (RowSelector::kCap), and the larger one it launches with when splits x K exceed that
+// (kOrderedMergeLargeKeys). Beyond both, the keys go through the selector's pushes.
+inline constexpr int64_t kFusedStagedSelectorKeys = 10240;
 inline constexpr int64_t kFusedStagedMergeFlatKeys = 16384;
 // Experiment knobs (host code): the cost model's constants, in positions of one CTA's chunk.
 #ifndef FI_FUSED_STAGED_FINISH_COST
@@ -292,7 +294,6 @@ inline constexpr int64_t kFusedStagedMergeCost = FI_FUSED_STAGED_MERGE_COST;    
 // selector's pushes). The larger buffer's 1/8: at V3.2 B1 x 65,536 8 x 8 segments (16,384
 // keys) ran 59.2 us against 8 x 5's 57.2; at V3.2 B1 x 262,144 8 x 8 86.9 against 95.3;
 // V4-Pro B1 x 262,144 8 x 14 66.7 against 8 x 10's 68.2 (session 17, fc3fa9f).
-inline constexpr int64_t kFusedStagedSelectorKeys = 10240;
 inline int64_t fused_staged_merge_cost(int segments, int32_t k) {
   if (segments <= 1) return 0;
   const int64_t keys = int64_t(segments) * k;
