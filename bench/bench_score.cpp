@@ -150,11 +150,7 @@ int sweep_staged_plans(const ScorePoint& pt, IndexerProblem p, TopKOutputs (&out
   BENCH_CHECK(cudaGetDevice(&dev));
   BENCH_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   BENCH_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  const auto fit = [](int c) {
-    const int n = sm90::staged_cluster_capacity(c);
-    return n > 0 ? n : -1;
-  };
-  const cuda::ClusterCapacity cap{fit(2), fit(4), fit(8)};
+  const cuda::ClusterCapacity cap = sm90::staged_cluster_capacities();
   const int64_t rows = p.rows.rows();
   const cuda::FusedStagedPlan chosen = cuda::plan_fused_staged(rows, p.rows.max_context, p.k, sms, cap, p.rows.next_n);
   std::vector<cuda::FusedStagedPlan> plans;

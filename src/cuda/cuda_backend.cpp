@@ -61,11 +61,7 @@ Device discover() {
   info.detail = name;
   d.num_sms = prop.multiProcessorCount;
   d.smem_optin = prop.sharedMemPerBlockOptin;
-  const auto clusters = [](int c) {  // none when the runtime cannot say
-    const int n = sm90::staged_cluster_capacity(c);
-    return n > 0 ? n : -1;
-  };
-  d.clusters = {clusters(2), clusters(4), clusters(8)};
+  d.clusters = sm90::staged_cluster_capacities();
   return d;
 }
 

@@ -371,12 +371,8 @@ SyntheticSpec decode_rows(CacheFormat f, Generator g, int32_t requests, int64_t 
 flashindexer::cuda::FusedStagedPlan staged_plan_of(const HostProblem& h) {
   int sms = 0;
   EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
-  const auto capacity = [](int c) {
-    const int n = sm90::staged_cluster_capacity(c);
-    return n > 0 ? n : -1;
-  };
-  const flashindexer::cuda::ClusterCapacity cap{capacity(2), capacity(4), capacity(8)};
-  return flashindexer::cuda::plan_fused_staged(h.rows(), h.max_context, h.k, sms, cap, h.next_n);
+  return flashindexer::cuda::plan_fused_staged(h.rows(), h.max_context, h.k, sms, sm90::staged_cluster_capacities(),
+                                               h.next_n);
 }
 
 // The cluster path with a plan the cost model would not take (sm90::fused_staged_topk
@@ -466,7 +462,7 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
   int checked_large = 0;
   for (const FusedStagedPlan& plan : plans) {
     const int64_t keys = int64_t(plan.segments) * 2048;
-    const bool large = keys > 10240 && keys <= kFusedStagedMergeFlatKeys;
+    const bool large = keys > flashindexer::cuda::kFusedStagedSelectorKeys && keys <= kFusedStagedMergeFlatKeys;
     if (!large && &plan != &plans.back()) continue;
     for (OutputOrder order : {OutputOrder::kPosition, OutputOrder::kRank}) {
       const Generator g = order == OutputOrder::kRank ? Generator::kTies : Generator::kGaussian;
@@ -709,7 +705,8 @@ TEST(GpuFused, SanitizerDecodeClustersLargeMerge) {
   m.order = OutputOrder::kRank;
   const HostProblem h = make(m);
   const auto plan = staged_plan_of(h);
-  EXPECT_GT(int64_t(plan.segments) * 2048, 10240) << "the plan's keys fit the selector's own buffer";
+  EXPECT_GT(int64_t(plan.segments) * 2048, flashindexer::cuda::kFusedStagedSelectorKeys)
+      << "the plan's keys fit the selector's own buffer";
   expect_fused_exact(h, "sanitizer fp8 decode cluster, large merge by rank");
 }
 

@@ -834,6 +834,14 @@ cudaError_t topk_over_logits(const TopKArgs& a, cudaStream_t stream) {
                           stream, a);
 }
 
+cuda::ClusterCapacity staged_cluster_capacities() {
+  const auto fit = [](int c) {
+    const int n = staged_cluster_capacity(c);
+    return n > 0 ? n : -1;
+  };
+  return {fit(2), fit(4), fit(8)};
+}
+
 int staged_cluster_capacity(int ctas) {
   if (configure_kernels() != cudaSuccess) {
     cudaGetLastError();  // a later launch's error check must not see this one

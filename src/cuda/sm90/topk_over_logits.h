@@ -47,6 +47,8 @@ cudaError_t topk_over_logits(const TopKArgs& args, cudaStream_t stream);
 // Clusters of `ctas` kStaged CTAs (one per SM) that the current device holds at once
 // (cudaOccupancyMaxActiveClusters; H200: 66, 30, 15 for 2, 4, 8); 0 on error.
 int staged_cluster_capacity(int ctas);
+// The three sizes as the planners take them (ClusterCapacity: -1 where the runtime cannot say).
+cuda::ClusterCapacity staged_cluster_capacities();
 
 // Builds with -DFI_TOPK_PROFILE=1 (an experiment knob): per-phase sums of thread 0's clock64
 // in the one-CTA-per-row kernel, the pair kernel's CTA 0 and the grid select's finish
