@@ -429,6 +429,15 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
   check(decode(Generator::kGaussian, 32, 65536, 2048, 161), "32 x 65,536");  // segments with the guess
   check(decode(Generator::kGaussian, 8, 3000, 2048, 162), "8 x 3,000 k 2048");  // rows shorter than K: every position
   check(decode(Generator::kTies, 3, 2000, 512, 165), "3 x 2,000 ties");
+  {  // tokens and a query head whose block exponents spread beyond 3 (the register-key path's large block shifts)
+    HostProblem wide = make(decode(Generator::kGaussian, 4, 20000, 512, 167));
+    widen_key_tokens(wide);
+    widen_query_head(wide, 2);
+    const auto plan = staged_plan_of(wide);
+    DeviceProblem d(wide);
+    ASSERT_TRUE(sm90::fused_staged_applies(d.p, plan, size_t(optin)));
+    expect_fused_exact(wide, "4 x 20,000 wide tokens and a wide head");
+  }
   SyntheticSpec s = decode(Generator::kStructured, 60, 20000, 512, 163);
   s.num_heads = 32;
   s.order = OutputOrder::kRank;
@@ -697,17 +706,25 @@ TEST(GpuFused, SanitizerDecodeClustersFp8) {
                      "sanitizer fp8 decode cluster, guess and fallback");
 }
 
-// The ordered merge's larger buffer (H200 plan: 7 segments x K = 2048 = 14,336 keys), by rank:
-// its rank sort's storage aliases the kept keys (racecheck and memcheck, fp8 keys).
+// The ordered merge's larger buffer, by rank: its rank sort's storage aliases the kept keys
+// (racecheck and memcheck, fp8 keys). The plan is forced (the first of 8-CTA clusters whose
+// segments' keys exceed the selector's buffer): the model's pick depends on the device's
+// cluster capacity (7 x 8 on one H200, fewer segments on another).
 TEST(GpuFused, SanitizerDecodeClustersLargeMerge) {
   SKIP_WITHOUT_GPU();
   SyntheticSpec m = decode_rows(CacheFormat::kFp8E4M3, Generator::kGaussian, 1, 50000, 2048, 126);
   m.order = OutputOrder::kRank;
-  const HostProblem h = make(m);
-  const auto plan = staged_plan_of(h);
-  EXPECT_GT(int64_t(plan.segments) * 2048, flashindexer::cuda::kFusedStagedSelectorKeys)
-      << "the plan's keys fit the selector's own buffer";
-  expect_fused_exact(h, "sanitizer fp8 decode cluster, large merge by rank");
+  using flashindexer::cuda::FusedStagedPlan;
+  FusedStagedPlan large;  // cluster 0: none found
+  flashindexer::cuda::for_each_fused_staged_plan(50000, 8, [&](const FusedStagedPlan& p) {
+    const int64_t keys = int64_t(p.segments) * 2048;
+    if (large.cluster == 0 && keys > flashindexer::cuda::kFusedStagedSelectorKeys &&
+        keys <= flashindexer::cuda::kFusedStagedMergeFlatKeys)
+      large = p;
+  });
+  ASSERT_GT(large.cluster, 0) << "no plan's keys take the merge's larger buffer";
+  expect_plan_exact(make(m), large, "sanitizer fp8 decode cluster, large merge by rank, " +
+                                        std::to_string(large.segments) + " segments");
 }
 
 // memcheck only (tools/device.sh): the sampled start, its guess failing, and the repair launch.

@@ -168,37 +168,39 @@ Spreads max_spreads(const HostProblem& h) {
 // each vector's least block exponent, exact int32 dot products, where every block exponent
 // lies within 3 of it. A tile holding a token that spreads wider is stored unshifted and
 // scored block by block; a group with a query head that spreads wider takes the E5M2 path.
-// Gaussian vectors quantized as the model does spread by 2 at most, so this test widens
-// some tokens and one head on purpose, both H.
+// Decode groups (N <= 128) take the E5M2 register-key path, whose block factors take any
+// spread; the same inputs check it there. Gaussian vectors quantized as the model does
+// spread by 2 at most, so this test widens some tokens and one head on purpose, both H,
+// prefill and decode (next_n 1 and 2).
 TEST(GpuScorer, IntegerPathWithWideTokensAndQueryHeads) {
   SKIP_WITHOUT_GPU();
-  for (int32_t heads : {64, 32}) {
-    SyntheticSpec sp = spec(CacheFormat::kMxfp4, Generator::kGaussian, 40, 2, 1300, 31);
-    sp.num_heads = heads;
-    const HostProblem narrow = make(sp);
-    const Spreads s0 = max_spreads(narrow);
-    EXPECT_LE(s0.keys, 3);
-    EXPECT_LE(s0.heads, 3);
-    const std::string h = "H=" + std::to_string(heads);
-    expect_matches_oracle(narrow, "mxfp4 integer path, every spread <= 3, " + h);
-
-    HostProblem keys = narrow;  // one token in 150 has a block moved by 6 .. 40, up or down: spread >= 4
-    for (int64_t pg = 0; pg < keys.num_pages; ++pg)
-      for (int32_t t = 0; t < keys.page_size; ++t) {
-        const int64_t slot = pg * keys.page_size + t;
-        if (slot % 150 != 7) continue;
-        uint8_t* sc = keys.pool.data() + pg * keys.page_stride + keys.page_size * 64 + t * 4;
-        const int delta = 6 + int(slot % 35);
-        sc[slot % 4] = uint8_t((slot / 150) % 2 ? sc[slot % 4] + delta : sc[slot % 4] - delta);
+  for (int32_t heads : {64, 32})
+    for (int32_t next_n : {0, 1, 2}) {  // 0: prefill
+      SyntheticSpec sp = spec(CacheFormat::kMxfp4, Generator::kGaussian, next_n ? 0 : 40, next_n ? 3 : 2,
+                              next_n ? 5000 : 1300, 31 + uint64_t(next_n));
+      if (next_n) {
+        sp.form = RowForm::kDecode;
+        sp.next_n = next_n;
       }
-    EXPECT_GT(max_spreads(keys).keys, 3);
-    expect_matches_oracle(keys, "mxfp4 integer path, wide tokens, " + h);
+      sp.num_heads = heads;
+      const HostProblem narrow = make(sp);
+      const Spreads s0 = max_spreads(narrow);
+      EXPECT_LE(s0.keys, 3);
+      EXPECT_LE(s0.heads, 3);
+      const std::string h =
+          "H=" + std::to_string(heads) + (next_n ? " decode next_n=" + std::to_string(next_n) : " prefill");
+      expect_matches_oracle(narrow, "mxfp4 integer path, every spread <= 3, " + h);
 
-    HostProblem head = narrow;  // head 5 of row 9 spreads by >= 4: its group scores through E5M2
-    head.q_scale[size_t((9 * heads + 5) * 4 + 2)] += 6;
-    EXPECT_GT(max_spreads(head).heads, 3);
-    expect_matches_oracle(head, "mxfp4 E5M2 path, a wide query head, " + h);
-  }
+      HostProblem keys = narrow;
+      widen_key_tokens(keys);
+      EXPECT_GT(max_spreads(keys).keys, 3);
+      expect_matches_oracle(keys, "mxfp4 integer path, wide tokens, " + h);
+
+      HostProblem head = narrow;  // prefill: its group scores through E5M2
+      widen_query_head(head, std::min<int64_t>(9, head.rows() - 1));
+      EXPECT_GT(max_spreads(head).heads, 3);
+      expect_matches_oracle(head, "mxfp4 E5M2 path, a wide query head, " + h);
+    }
 }
 
 TEST(GpuScorer, ShapesAndLayouts) {
