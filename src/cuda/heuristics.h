@@ -326,8 +326,13 @@ inline void for_each_fused_staged_plan(int64_t max_context, int cluster, F&& f) 
 // Speculative rows (next_n > 1) take the clusters while their requests' keys are at most
 // this many positions (B x max_context): V3.2 (H200, session 17) B = 64 x 32,768 x 2 rows
 // 264 us against the lockstep kernel's 321, B = 64 x 131,072 942 against 852; B = 1-8 at
-// 32,768-131,072 1.25-2.9x faster (docs/perf.md).
-inline constexpr int64_t kFusedStagedMaxSpeculativePositions = int64_t{1} << 22;
+// 32,768-131,072 1.25-2.9x faster. V4-Pro (session 18): 8M positions tie, 16M 9-10% slower
+// on the clusters (docs/perf.md).
+// FI_FUSED_STAGED_MAX_SPECULATIVE (experiment knob, host code) moves the bound.
+#ifndef FI_FUSED_STAGED_MAX_SPECULATIVE
+#define FI_FUSED_STAGED_MAX_SPECULATIVE (int64_t{1} << 22)
+#endif
+inline constexpr int64_t kFusedStagedMaxSpeculativePositions = FI_FUSED_STAGED_MAX_SPECULATIVE;
 
 inline FusedStagedPlan plan_fused_staged(int64_t rows, int64_t max_context, int32_t k, int num_sms,
                                          const ClusterCapacity& cap, int32_t next_n = 1) {
