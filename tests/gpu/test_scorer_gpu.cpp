@@ -189,17 +189,18 @@ TEST(GpuScorer, IntegerPathWithWideTokensAndQueryHeads) {
       EXPECT_LE(s0.heads, 3);
       const std::string h =
           "H=" + std::to_string(heads) + (next_n ? " decode next_n=" + std::to_string(next_n) : " prefill");
-      expect_matches_oracle(narrow, "mxfp4 integer path, every spread <= 3, " + h);
+      const std::string path = next_n ? "mxfp4 register-key path" : "mxfp4 integer path";
+      expect_matches_oracle(narrow, path + ", every spread <= 3, " + h);
 
       HostProblem keys = narrow;
       widen_key_tokens(keys);
       EXPECT_GT(max_spreads(keys).keys, 3);
-      expect_matches_oracle(keys, "mxfp4 integer path, wide tokens, " + h);
+      expect_matches_oracle(keys, path + ", wide tokens, " + h);
 
-      HostProblem head = narrow;  // prefill: its group scores through E5M2
+      HostProblem head = narrow;  // prefill: its group scores through the E5M2 path
       widen_query_head(head, std::min<int64_t>(9, head.rows() - 1));
       EXPECT_GT(max_spreads(head).heads, 3);
-      expect_matches_oracle(head, "mxfp4 E5M2 path, a wide query head, " + h);
+      expect_matches_oracle(head, (next_n ? path : std::string("mxfp4 E5M2 path")) + ", a wide query head, " + h);
     }
 }
 
