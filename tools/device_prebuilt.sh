@@ -14,7 +14,8 @@
 # Per variant: the tests (filter TESTS_<name>, else TESTS, else 'Gpu*': the GPU label) when
 # dir/tests/flashindexer_tests was carried, in SHARDS gtest shards run side by side on the GPU;
 # compute-sanitizer (racecheck on the small cases, memcheck on them and on the decode clusters),
-# side by side with the tests, each run within SANITIZE_TIMEOUT s (default 300); then
+# side by side with the tests, each run within SANITIZE_TIMEOUT s (default 300; a variant
+# whose test filter is none runs no sanitizer either: give it a small filter instead); then
 # bench-topk and bench points. TORCH=1 first times torch.topk on the TopK points
 # (bench/torch_topk_baseline.py, same GPU and call) and puts it beside every variant's lines.
 # Variants are knob builds of the same tree (name=dir, e.g. prefilter=build/variant_prefilter):
