@@ -375,6 +375,13 @@ flashindexer::cuda::FusedStagedPlan staged_plan_of(const HostProblem& h) {
                                                h.next_n);
 }
 
+// Whether a plan's segments hand the ordered merge more keys than the selector's buffer holds
+// but no more than its larger buffer (topk_over_logits.cu's ordered_merge_large rows).
+bool takes_larger_merge_buffer(const flashindexer::cuda::FusedStagedPlan& plan, int32_t k) {
+  const int64_t keys = int64_t(plan.segments) * k;
+  return keys > flashindexer::cuda::kFusedStagedSelectorKeys && keys <= flashindexer::cuda::kFusedStagedMergeFlatKeys;
+}
+
 // The cluster path with a plan the cost model would not take (sm90::fused_staged_topk
 // directly, poisoned outputs and workspace) against dense + TopK.
 void expect_plan_exact(const HostProblem& h, const flashindexer::cuda::FusedStagedPlan& plan, const std::string& what) {
@@ -470,8 +477,7 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
   ASSERT_GT(int64_t(plans.back().segments) * 2048, kFusedStagedMergeFlatKeys);
   int checked_large = 0;
   for (const FusedStagedPlan& plan : plans) {
-    const int64_t keys = int64_t(plan.segments) * 2048;
-    const bool large = keys > flashindexer::cuda::kFusedStagedSelectorKeys && keys <= kFusedStagedMergeFlatKeys;
+    const bool large = takes_larger_merge_buffer(plan, 2048);
     if (!large && &plan != &plans.back()) continue;
     for (OutputOrder order : {OutputOrder::kPosition, OutputOrder::kRank}) {
       const Generator g = order == OutputOrder::kRank ? Generator::kTies : Generator::kGaussian;
@@ -717,10 +723,7 @@ TEST(GpuFused, SanitizerDecodeClustersLargeMerge) {
   using flashindexer::cuda::FusedStagedPlan;
   FusedStagedPlan large;  // cluster 0: none found
   flashindexer::cuda::for_each_fused_staged_plan(50000, 8, [&](const FusedStagedPlan& p) {
-    const int64_t keys = int64_t(p.segments) * 2048;
-    if (large.cluster == 0 && keys > flashindexer::cuda::kFusedStagedSelectorKeys &&
-        keys <= flashindexer::cuda::kFusedStagedMergeFlatKeys)
-      large = p;
+    if (large.cluster == 0 && takes_larger_merge_buffer(p, 2048)) large = p;
   });
   ASSERT_GT(large.cluster, 0) << "no plan's keys take the merge's larger buffer";
   expect_plan_exact(make(m), large, "sanitizer fp8 decode cluster, large merge by rank, " +
