@@ -60,8 +60,9 @@ for v in "${variants[@]}"; do
       # and memcheck on the small cases, and memcheck on each decode-cluster case. The mxfp4
       # cluster cases hang under memcheck in some runs unless the variant is built with
       # -DFI_STAGED_SETMAXNREG=0 (session 16): sanitize that variant (SANITIZE_<name>=1).
-      runs=("racecheck:$small" "memcheck:$small" "racecheck:GpuFused.SanitizerDecodeClustersLargeMerge")
-      for c in EveryPosition GuessAndFallback Segments Fp8 LargeMerge; do runs+=("memcheck:GpuFused.SanitizerDecodeClusters$c"); done
+      runs=("racecheck:$small" "memcheck:$small" "racecheck:GpuFused.SanitizerDecodeClustersLargeMerge"
+            "racecheck:GpuFused.SanitizerDecodeClustersMerge")
+      for c in EveryPosition GuessAndFallback Segments Fp8 LargeMerge Merge; do runs+=("memcheck:GpuFused.SanitizerDecodeClusters$c"); done
       san_start=$SECONDS
       for ((i = 0; i < ${#runs[@]}; i++)); do
         tool=${runs[$i]%%:*} tfilter=${runs[$i]#*:}

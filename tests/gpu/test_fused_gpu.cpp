@@ -492,6 +492,38 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
   EXPECT_GT(checked_large, 0) << "no plan's keys took the merge's larger buffer";
 }
 
+// The cluster merge (position order; topk_over_logits.cu): every segment count that clusters
+// of 2 reach at 38,000 positions (2 .. 16: one or two segments per merging CTA), K 512 and
+// 2048, on keys that tie, plateau, carry NaN and inf, or ascend (radix passes down to the
+// position bits), with one request whose window ends in its second segment (the segments
+// after it are empty), one shorter than K, and one failing its page check.
+TEST(GpuFused, ClusterMergeAtEverySegmentCount) {
+  SKIP_WITHOUT_GPU();
+  using flashindexer::cuda::FusedStagedPlan;
+  const Generator gens[] = {Generator::kGaussian, Generator::kTies, Generator::kPlateau, Generator::kSpecials,
+                            Generator::kAscending};
+  int cases = 0;
+  for (int32_t k : {512, 2048}) {
+    std::vector<FusedStagedPlan> plans;
+    flashindexer::cuda::for_each_fused_staged_plan(38000, 2, [&](const FusedStagedPlan& p) {
+      if (p.segments > 1) plans.push_back(p);
+    });
+    for (const FusedStagedPlan& plan : plans) {
+      const Generator g = gens[cases % 5];
+      HostProblem h = make(decode_rows(CacheFormat::kMxfp4, g, 4, 38000, k, 190 + uint64_t(cases)));
+      const int64_t segment = int64_t(plan.cluster) * plan.chunk;
+      h.context_lens[1] = int32_t(std::min<int64_t>(segment + 100, 38000));
+      h.context_lens[2] = k - 7;
+      h.page_table[size_t(3 * h.table_width) + 5] = int32_t(h.num_pages + 3);
+      expect_plan_exact(h, plan,
+                        "4 x 38,000 k " + std::to_string(k) + ", " + std::to_string(plan.segments) + " segments, " +
+                            to_string(g));
+      ++cases;
+    }
+  }
+  EXPECT_GE(cases, 28) << "segment counts 2 .. 15 or 16 at both K";
+}
+
 // Host only (CUDA builds run it in CI): which problems the cluster path takes.
 TEST(FusedDecodeClusters, AppliesToDecodeRowsOfOneRequestWithinTheGrid) {
   IndexerProblem p;
@@ -728,6 +760,20 @@ TEST(GpuFused, SanitizerDecodeClustersLargeMerge) {
   ASSERT_GT(large.cluster, 0) << "no plan's keys take the merge's larger buffer";
   expect_plan_exact(make(m), large, "sanitizer fp8 decode cluster, large merge by rank, " +
                                         std::to_string(large.segments) + " segments");
+}
+
+// The cluster merge by position (racecheck and memcheck, fp8 keys): a forced plan of at least
+// 9 segments, so that merging CTAs hold two segments each.
+TEST(GpuFused, SanitizerDecodeClustersMerge) {
+  SKIP_WITHOUT_GPU();
+  using flashindexer::cuda::FusedStagedPlan;
+  FusedStagedPlan plan;  // cluster 0: none found
+  flashindexer::cuda::for_each_fused_staged_plan(30000, 2, [&](const FusedStagedPlan& p) {
+    if (plan.cluster == 0 && p.segments >= 9) plan = p;
+  });
+  ASSERT_GT(plan.cluster, 0) << "no plan of 9 segments or more";
+  expect_plan_exact(make(decode_rows(CacheFormat::kFp8E4M3, Generator::kTies, 2, 30000, 1024, 127)), plan,
+                    "sanitizer fp8 decode cluster merge, " + std::to_string(plan.segments) + " segments");
 }
 
 // memcheck only (tools/device.sh): the sampled start, its guess failing, and the repair launch.

@@ -310,7 +310,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if (threadIdx.x == 0) {
     f.ws.counts[slot] = kept;
-    f.ws.nan[slot] = nan ? 1u : 0u;
+    f.ws.status[slot] = status;  // (the cluster merge takes the row check from here)
   }
   prof.lap(kStagedProfileFinish, pt);
   prof.flush(threadIdx.x == 0, staged_profile_sums());

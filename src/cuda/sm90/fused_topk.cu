@@ -277,7 +277,7 @@ __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, const Sme
       for (uint32_t i = t; i < n; i += kConsumers) f.ws.keys[slot * f.k + i] = kr[i];
       if (t == 0) {
         f.ws.counts[slot] = n;
-        f.ws.nan[slot] = gr.nan ? 1u : 0u;
+        f.ws.status[slot] = gr.nan ? row_status::kHasNaN : 0u;
       }
       continue;
     }

@@ -17,7 +17,8 @@
 //   streaming half the row with the same guess; CTA 0 takes CTA 1's keys through
 //   distributed shared memory and finishes. kSplit: each row's chunks keep their exact
 //   local top K in the workspace (topk_split_kernel); topk_merge_kernel merges them, one
-//   CTA per row (the fused operator's split rows end there too). kGrid (a few rows): the
+//   CTA per row (the fused operator's split rows end there too; the fused decode clusters'
+//   segments by position: cluster_merge_kernel, a cluster of CTAs per row). kGrid (a few rows): the
 //   grid-wide radix select of grid_radix_select.cuh narrows each row to the keys above a
 //   24-bit threshold prefix and the keys at it, over many CTAs per row; grid_finish_kernel
 //   then selects among those with the same BlockSelector.
@@ -589,7 +590,7 @@ __global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_split_kernel(
   for (int32_t i = threadIdx.x; i < n; i += kBlock) ws.keys[slot * a.k + i] = sel.candidates()[i];
   if (threadIdx.x == 0) {
     ws.counts[slot] = uint32_t(n);
-    ws.nan[slot] = nan ? 1u : 0u;
+    ws.status[slot] = nan ? row_status::kHasNaN : 0u;
   }
 }
 
@@ -673,7 +674,7 @@ __global__ void __launch_bounds__(kBlock, kOrdered ? 1 : 2) topk_merge_kernel(co
     uint32_t count = 0;
     if (int(threadIdx.x) < ns) {
       count = ws.counts[slot0 + threadIdx.x];
-      nan |= ws.nan[slot0 + threadIdx.x] != 0;
+      nan |= (ws.status[slot0 + threadIdx.x] & row_status::kHasNaN) != 0u;
     }
     uint32_t total = 0;
     Scan(scan).ExclusiveSum(count, first[threadIdx.x], total);
@@ -747,6 +748,321 @@ __global__ void __launch_bounds__(kBlock, kOrdered ? 1 : 2) topk_merge_kernel(co
   nan = __syncthreads_or(nan);
   clock.lap(kTopKProfileSelect, t);
   finish_row(a, sel, row, w, nan, clock, t);
+}
+
+// The cluster merge: the fused decode rows' S <= kFusedStagedMaxSegments segments, position
+// order. A cluster of C = ceil(S / per) CTAs per row, per = ceil(S / 8) segments each: CTA r
+// holds the keys of segments [r per, (r + 1) per) in registers (thread t its flat keys
+// t + 512 j, in position order: the slots are, and the segments follow each other). The K-th
+// key comes from a radix select whose histograms are summed over the cluster: per pass each
+// CTA counts its own keys (histograms double-buffered, so one cluster barrier per pass), then
+// every CTA reads the C histograms through distributed shared memory and takes the same digit,
+// until the keys at or above the selected bin's lower edge are exactly K (that edge is the
+// threshold: no key list is ever gathered). Each CTA then writes its kept keys at its place in
+// the row (the kept counts of the CTAs before it), every page-table read issued before the
+// first store. The row's check bits come from the segments' status words (each CTA of the
+// fused clusters checks the whole window, as check_row does), so the merge reads no page
+// table but for the slots it writes. Replaces the one-CTA ordered merge for position order
+// (rank order needs the row's sort): its copy, radix select and writes ran on one SM per row
+// (~50K cycles after its wait at K = 2048, docs/perf.md session 18).
+// Threads: 512 per CTA (64 registers: two CTAs per SM). Shared memory: 17 KiB (static).
+constexpr int kClusterMergeMaxCtas = 8;
+constexpr int kClusterMergeItems = cuda::kFusedStagedMaxSegments / kClusterMergeMaxCtas * kMaxK / kBlock;
+static_assert(kClusterMergeItems * (kBlock / 32) == 4 * 32, "warp 0 scans the kept counts, four per lane");
+
+__host__ __device__ constexpr int cluster_merge_per(int splits) {
+  return (splits + kClusterMergeMaxCtas - 1) / kClusterMergeMaxCtas;
+}
+__host__ __device__ constexpr int cluster_merge_ctas(int splits) {
+  return (splits + cluster_merge_per(splits) - 1) / cluster_merge_per(splits);
+}
+
+__host__ __device__ constexpr bool cluster_merge_covers_every_segment_count() {
+  for (int s = 2; s <= cuda::kFusedStagedMaxSegments; ++s) {
+    const int per = cluster_merge_per(s), ctas = cluster_merge_ctas(s);
+    if (ctas > kClusterMergeMaxCtas || per * ctas < s || (ctas - 1) * per >= s || per * kMaxK > kClusterMergeItems * kBlock)
+      return false;
+  }
+  return true;
+}
+static_assert(cluster_merge_covers_every_segment_count(), "<= 8 CTAs, none empty, each CTA's keys in its registers");
+
+struct ClusterMergeShared {  // read by the cluster's other CTAs
+  uint64_t lo, hi;           // this CTA's least and largest key (~0 / 0: none)
+  uint32_t n, status, kept;  // its keys, its segments' status words (OR), its keys at or above the threshold
+};
+
+constexpr int kMergeDigitBits = 11, kMergeBins = 1 << kMergeDigitBits, kMergeGroups = kMergeBins / 32;
+static_assert(kMergeBins == 4 * kBlock && kMergeGroups == 64 && kMergeGroups % (kBlock / 32) == 0,
+              "a uint4 of bins per thread; two groups per lane");
+
+// The lane whose inclusive prefix sum (over the warp, in lane order) of c first reaches need
+// (0 < need <= the warp's total); *excl: its exclusive prefix (the same in every lane).
+__device__ inline int warp_select_lane(uint32_t c, uint32_t need, int lane, uint32_t* excl) {
+  uint32_t incl = c;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += u;
+  }
+  const int at = __ffs(__ballot_sync(0xffffffffu, incl >= need)) - 1;
+  *excl = __shfl_sync(0xffffffffu, incl - c, at);
+  return at;
+}
+
+__device__ inline uint64_t warp_min_u64(uint64_t x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const uint64_t y = __shfl_xor_sync(0xffffffffu, x, o);
+    x = y < x ? y : x;
+  }
+  return x;
+}
+__device__ inline uint64_t warp_max_u64(uint64_t x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const uint64_t y = __shfl_xor_sync(0xffffffffu, x, o);
+    x = y > x ? y : x;
+  }
+  return x;
+}
+
+__global__ void __launch_bounds__(kBlock, 2) cluster_merge_kernel(const TopKArgs a) {
+  namespace cg = cooperative_groups;
+  constexpr int kItems = kClusterMergeItems, kWarps = kBlock / 32;
+  __shared__ __align__(16) uint32_t hist[2][kMergeBins];  // pass p counts into hist[p & 1]
+  __shared__ __align__(16) uint32_t groups[2][kMergeGroups];  // and sums each 32 of them into groups[p & 1]
+  __shared__ ClusterMergeShared ms;
+  __shared__ uint32_t kept_before[kItems * kWarps];  // per (item, warp): kept keys, then their exclusive scan
+  const cg::cluster_group cluster = cg::this_cluster();
+  const uint32_t rank = cluster.block_rank(), ctas = cluster.num_blocks();
+  const int64_t row = blockIdx.x / ctas;
+  const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
+  TopKClock clock;
+  long long t = clock.now();
+  if (tid == 0) {
+    ms.lo = ~0ull;
+    ms.hi = 0;
+  }
+  // The row's checks come with its segments (every CTA of the fused clusters checks the whole
+  // window: the same bits as check_row); the window here gives the request for the slots.
+  const RowWindow w = resolve_window(a.rows, row);
+  clock.lap(kTopKProfileCheck, t);
+  ptx::wait_for_previous_kernel();
+  clock.lap(kTopKProfileWait, t);
+
+  // This CTA's segments [q0, q1) (at most two): thread t's item j holds key t + 512 (j % ips)
+  // of segment q0 + j / ips (ips = ceil(K / 512) items per segment), so item order then
+  // thread order is position order. Counts, status and keys are loaded at once.
+  const SplitCandidates ws = split_workspace(a);
+  const int per = cluster_merge_per(a.splits);
+  const int q0 = min(int(rank) * per, a.splits), q1 = min(q0 + per, a.splits);
+  const int ips = (a.k + kBlock - 1) / kBlock;
+  const int64_t slot0 = row * a.splits + q0;
+  uint32_t cnt0 = 0, cnt1 = 0, status = 0;
+  if (q0 < q1) {
+    cnt0 = ws.counts[slot0];
+    status = ws.status[slot0];
+  }
+  if (q0 + 1 < q1) {
+    cnt1 = ws.counts[slot0 + 1];
+    status |= ws.status[slot0 + 1];
+  }
+  uint64_t v[kItems];
+#pragma unroll
+  for (int j = 0; j < kItems; ++j) {
+    const int q = j < ips ? 0 : 1;
+    const int32_t i = tid + (j - q * ips) * kBlock;
+    v[j] = j < 2 * ips && q0 + q < q1 && i < a.k ? ws.keys[(slot0 + q) * a.k + i] : 0ull;
+  }
+  uint64_t lo = ~0ull, hi = 0;
+#pragma unroll
+  for (int j = 0; j < kItems; ++j) {
+    const int q = j < ips ? 0 : 1;
+    const int32_t i = tid + (j - q * ips) * kBlock;
+    if (j >= 2 * ips || uint32_t(i) >= (q == 0 ? cnt0 : cnt1)) v[j] = 0ull;  // 0: no key (rank keys are never 0)
+    if (v[j] != 0ull) {
+      lo = v[j] < lo ? v[j] : lo;
+      hi = v[j] > hi ? v[j] : hi;
+    }
+  }
+  lo = warp_min_u64(lo);
+  hi = warp_max_u64(hi);
+  if (lane == 0 && hi != 0ull) {
+    atomicMin(reinterpret_cast<unsigned long long*>(&ms.lo), (unsigned long long)lo);
+    atomicMax(reinterpret_cast<unsigned long long*>(&ms.hi), (unsigned long long)hi);
+  }
+  if (tid == 0) {
+    ms.n = cnt0 + cnt1;
+    ms.status = status;
+  }
+  __syncthreads();
+  cluster.sync();  // every CTA's count, key range and status are published
+
+  // The row: lane q of every warp reads CTA q's.
+  uint32_t n_q = 0, status_q = 0;
+  uint64_t lo_q = ~0ull, hi_q = 0;
+  if (uint32_t(lane) < ctas) {
+    const ClusterMergeShared* r = cluster.map_shared_rank(&ms, unsigned(lane));
+    n_q = r->n;
+    status_q = r->status;
+    lo_q = r->lo;
+    hi_q = r->hi;
+  }
+  status = __reduce_or_sync(0xffffffffu, status_q);
+  const bool failed = (status & row_status::kFailMask) != 0u;  // (its segments hold no key then)
+  const uint32_t n = failed ? 0u : __reduce_add_sync(0xffffffffu, n_q);
+  lo = warp_min_u64(lo_q);
+  hi = warp_max_u64(hi_q);
+  const uint32_t k = uint32_t(a.k);
+  clock.lap(kTopKProfileSelect, t);
+
+  // The threshold: keys >= thr are the row's top min(K, n) (thr 0: every key).
+  uint64_t thr = 0;
+  if (n > k) {  // n > 1 unique keys: lo < hi
+    int top = 63 - __clzll((long long)(lo ^ hi));  // digits start below the common prefix
+    uint64_t mask = top == 63 ? 0ull : ~((2ull << top) - 1);
+    uint64_t prefix = hi & mask;
+    uint32_t need = k;
+    for (int pass = 0;; ++pass) {
+      // The digit: 11 bits ending at `top`, or the lowest 11 (its bits above top are the
+      // prefix's, the same in every key counted).
+      const int sh = top >= kMergeDigitBits - 1 ? top + 1 - kMergeDigitBits : 0;
+      uint32_t* h = hist[pass & 1];
+      uint32_t* g = groups[pass & 1];
+      reinterpret_cast<uint4*>(h)[tid] = make_uint4(0, 0, 0, 0);
+      __syncthreads();
+#pragma unroll
+      for (int j = 0; j < kItems; ++j)
+        if (v[j] != 0ull && (v[j] & mask) == prefix) atomicAdd(&h[uint32_t(v[j] >> sh) & (kMergeBins - 1)], 1u);
+      __syncthreads();
+#pragma unroll
+      for (int e = 0; e < kMergeGroups / kWarps; ++e) {
+        const int grp = warp * (kMergeGroups / kWarps) + e;
+        const uint32_t c = __reduce_add_sync(0xffffffffu, h[grp * 32 + lane]);
+        if (lane == 0) g[grp] = c;
+      }
+      __syncthreads();
+      // Every CTA's counts of this pass are complete. (Buffer pass & 1 is zeroed again two
+      // passes on, after the next cluster barrier: every CTA has read it by then.)
+      cluster.sync();
+      // Every warp finds the bin alike, from the top: lane l sums groups 63 - 2l and 62 - 2l
+      // over the cluster, then the chosen group's bin 31 - l.
+      uint32_t hi_g = 0, lo_g = 0;
+#pragma unroll
+      for (uint32_t q = 0; q < kClusterMergeMaxCtas; ++q) {  // every load issued, then added
+        if (q < ctas) {
+          const uint2 u = reinterpret_cast<const uint2*>(cluster.map_shared_rank(g, q))[kMergeGroups / 2 - 1 - lane];
+          hi_g += u.y;
+          lo_g += u.x;
+        }
+      }
+      uint32_t excl;
+      const int gl = warp_select_lane(hi_g + lo_g, need, lane, &excl);
+      uint32_t need_g = need - excl;
+      const bool upper = need_g <= hi_g;
+      if (!upper) need_g -= hi_g;
+      const int grp = __shfl_sync(0xffffffffu, kMergeGroups - 1 - 2 * lane - (upper ? 0 : 1), gl);
+      need_g = __shfl_sync(0xffffffffu, need_g, gl);
+      const uint32_t bin = uint32_t(grp * 32 + 31 - lane);
+      uint32_t c = 0;
+#pragma unroll
+      for (uint32_t q = 0; q < kClusterMergeMaxCtas; ++q)
+        if (q < ctas) c += cluster.map_shared_rank(h, q)[bin];
+      const int bl = warp_select_lane(c, need_g, lane, &excl);
+      const uint32_t sel_bin = __shfl_sync(0xffffffffu, bin, bl);
+      const uint32_t in_bin = __shfl_sync(0xffffffffu, c, bl);
+      need = __shfl_sync(0xffffffffu, need_g - excl, bl);
+      prefix |= uint64_t(sel_bin) << sh;
+      mask |= uint64_t(kMergeBins - 1) << sh;
+      // K - need keys lie above the bin and in_bin in it: when that is K, the bin's lower
+      // edge keeps exactly the top K. (The lowest digit leaves one key per bin.)
+      if (in_bin == need) {
+        thr = prefix;
+        break;
+      }
+      top = sh - 1;
+    }
+  }
+  clock.lap(kTopKProfileReduce, t);
+
+  // This CTA's kept keys and their places: (item, warp) counts scanned by warp 0.
+  uint32_t keep_bits[kItems];
+#pragma unroll
+  for (int j = 0; j < kItems; ++j) {
+    keep_bits[j] = __ballot_sync(0xffffffffu, v[j] != 0ull && v[j] >= thr);
+    if (lane == 0) kept_before[j * kWarps + warp] = uint32_t(__popc(keep_bits[j]));
+  }
+  __syncthreads();
+  if (warp == 0) {
+    uint32_t c[4], s4 = 0;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      c[e] = kept_before[lane * 4 + e];
+      s4 += c[e];
+    }
+    uint32_t incl = s4;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += u;
+    }
+    uint32_t at = incl - s4;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      kept_before[lane * 4 + e] = at;
+      at += c[e];
+    }
+    if (lane == 31) ms.kept = incl;
+  }
+  __syncthreads();  // (the cluster barrier orders it too; racecheck wants the CTA's)
+  cluster.sync();   // every CTA's kept count is published
+  uint32_t kept_q = 0;
+  if (uint32_t(lane) < ctas) kept_q = cluster.map_shared_rank(&ms, unsigned(lane))->kept;
+  const uint32_t offset = __reduce_add_sync(0xffffffffu, uint32_t(lane) < rank ? kept_q : 0u);
+  const uint32_t count = __reduce_add_sync(0xffffffffu, kept_q);  // min(K, n)
+  cluster.barrier_arrive();  // this CTA reads no other CTA's shared memory from here on
+
+  const TopKOutputs& o = a.out;
+  const uint32_t lower = (1u << lane) - 1u;
+  int32_t slot[kItems];
+#pragma unroll
+  for (int j = 0; j < kItems; ++j) {  // every page-table read before the first store
+    const bool keep = (keep_bits[j] >> lane) & 1u;
+    slot[j] = keep && o.slots ? int32_t(physical_slot(a.pages, w.request, rank_key_position(v[j]))) : -1;
+  }
+#pragma unroll
+  for (int j = 0; j < kItems; ++j) {
+    if (!((keep_bits[j] >> lane) & 1u)) continue;
+    const int64_t idx = offset + kept_before[j * kWarps + warp] + uint32_t(__popc(keep_bits[j] & lower));
+    o.positions[row * o.positions_row_stride + idx] = rank_key_position(v[j]);
+    if (o.slots) o.slots[row * o.slots_row_stride + idx] = slot[j];
+    if (o.scores) o.scores[row * o.scores_row_stride + idx] = rank_key_score(v[j]);
+  }
+  if (rank == 0) {
+    const float kNegInf = -__int_as_float(0x7f800000);
+    for (int32_t i = int32_t(count) + tid; i < a.k; i += kBlock) {
+      o.positions[row * o.positions_row_stride + i] = -1;
+      if (o.slots) o.slots[row * o.slots_row_stride + i] = -1;
+      if (o.scores) o.scores[row * o.scores_row_stride + i] = kNegInf;
+    }
+    if (tid == 0) {
+      if (o.counts) o.counts[row] = int32_t(count);
+      if (o.status) o.status[row] = status;
+    }
+  }
+  clock.lap(kTopKProfileWrite, t);
+  clock.flush(tid == 0, topk_profile_sums());
+  cluster.barrier_wait();  // no CTA leaves while another may read its shared memory
+}
+
+// Experiment knob FI_CLUSTER_MERGE=0: position-order rows take the one-CTA ordered merge too.
+#ifndef FI_CLUSTER_MERGE
+#define FI_CLUSTER_MERGE 1
+#endif
+bool use_cluster_merge(const TopKArgs& a) {
+  return FI_CLUSTER_MERGE && a.order == OutputOrder::kPosition && a.splits >= 2 &&
+         a.splits <= cuda::kFusedStagedMaxSegments;
 }
 
 // Raises the kernels' dynamic shared-memory limit once per device (a host-side
@@ -871,6 +1187,16 @@ cudaError_t topk_merge_splits(const TopKArgs& a, cudaStream_t stream, bool order
   const int64_t rows = a.rows.rows();
   if (rows == 0) return cudaSuccess;
   if (cudaError_t e = configure_kernels(); e != cudaSuccess) return e;
+  if (ordered && use_cluster_merge(a)) {
+    const int ctas = cluster_merge_ctas(a.splits);
+    cudaLaunchAttribute attrs[2]{};
+    cudaLaunchConfig_t cfg = cluster_config(attrs[0], rows * ctas, kBlock, 0, ctas, stream);
+    attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[1].val.programmaticStreamSerializationAllowed = FI_TOPK_PDL;
+    cfg.attrs = attrs;
+    cfg.numAttrs = 2;
+    return cudaLaunchKernelEx(&cfg, cluster_merge_kernel, a);
+  }
   if (ordered) {
     const size_t smem = ordered_merge_large(a.splits, a.k) ? kOrderedMergeLargeSmem : kOrderedMergeSmem;
     return launch_dependent(topk_merge_kernel<true>, dim3(unsigned(rows)), kBlock, smem, stream, a);

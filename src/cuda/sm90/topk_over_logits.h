@@ -28,7 +28,8 @@ struct TopKArgs {
 struct SplitCandidates {
   uint64_t* keys;    // [rows, splits, K]
   uint32_t* counts;  // [rows, splits]
-  uint32_t* nan;     // [rows, splits] 1 if a score of the split was NaN
+  uint32_t* status;  // [rows, splits] row_status::kHasNaN if a score of the split was NaN; the fused
+                     // decode clusters add their row's check bits (the same in every split)
   static size_t bytes(int64_t rows, int splits, int32_t k) {
     return size_t(rows) * size_t(splits) * (size_t(k) * 8 + 8);
   }
