@@ -152,7 +152,8 @@ int sweep_staged_plans(const ScorePoint& pt, IndexerProblem p, TopKOutputs (&out
   BENCH_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   const cuda::ClusterCapacity cap = sm90::staged_cluster_capacities();
   const int64_t rows = p.rows.rows();
-  const cuda::FusedStagedPlan chosen = cuda::plan_fused_staged(rows, p.rows.max_context, p.k, sms, cap, p.rows.next_n);
+  const cuda::FusedStagedPlan chosen = cuda::plan_fused_staged(rows, p.rows.max_context, p.k, sms, cap, p.rows.next_n,
+                                                                 p.order == OutputOrder::kPosition);
   std::vector<cuda::FusedStagedPlan> plans;
   size_t ws_bytes = 1;
   for (const int c : {2, 4, 8}) {

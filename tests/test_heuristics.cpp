@@ -225,11 +225,13 @@ TEST(Heuristics, FusedDecodeClustersCoverTheRowInBoundedChunks) {
   using flashindexer::cuda::kTopKStagedMaxChunk;
   using flashindexer::cuda::plan_fused_staged;
   const ClusterCapacity h200{66, 30, 15};
+  for (const bool by_position : {true, false})
   for (const int32_t k : {512, 1024, 2048})
     for (const int64_t rows : {1, 2, 5, 8, 16, 32, 64, 65, 128, 1000})
       for (const int64_t width : {1, 64, 100, 5000, 32768, 40000, 65536, 131072, 262144, 1000000}) {
-        const auto plan = plan_fused_staged(rows, width, k, 132, h200);
-        const std::string what = std::to_string(rows) + " x " + std::to_string(width) + " k " + std::to_string(k);
+        const auto plan = plan_fused_staged(rows, width, k, 132, h200, 1, by_position);
+        const std::string what = std::to_string(rows) + " x " + std::to_string(width) + " k " + std::to_string(k) +
+                                 (by_position ? " by position" : " by rank");
         ASSERT_TRUE(plan.cluster == 2 || plan.cluster == 4 || plan.cluster == 8) << what;
         EXPECT_GE(plan.segments, 1) << what;
         EXPECT_LE(plan.segments, kFusedStagedMaxSegments) << what;
@@ -238,10 +240,11 @@ TEST(Heuristics, FusedDecodeClustersCoverTheRowInBoundedChunks) {
         EXPECT_GE(plan.ctas_per_row() * plan.chunk, width) << what;  // every position has a CTA
         // The last segment holds positions: its first chunk starts inside the row.
         EXPECT_LT(int64_t(plan.cluster) * (plan.segments - 1) * plan.chunk, width) << what;
-        // Up to the contract's longest rows (262,144 C4 positions), the segments' top K fit the
-        // ordered merge's flat buffer (beyond it the merge pushes them through its selector: on
-        // the H200, 8 x 13 segments at K = 2048 took 78 us against 8 x 5's 60, docs/perf.md).
-        if (width <= 262144 && plan.segments > 1) {
+        // By rank, up to the contract's longest rows (262,144 C4 positions), the segments' top K
+        // fit the ordered merge's flat buffer (beyond it the merge pushes them through its
+        // selector: on the H200, 8 x 13 segments at K = 2048 took 78 us against 8 x 5's 60,
+        // docs/perf.md). The cluster merge (by position) holds any segment count.
+        if (!by_position && width <= 262144 && plan.segments > 1) {
           EXPECT_LE(int64_t(plan.segments) * k, kFusedStagedMergeFlatKeys) << what;
         }
       }
@@ -250,17 +253,23 @@ TEST(Heuristics, FusedDecodeClustersCoverTheRowInBoundedChunks) {
   EXPECT_EQ(plan.cluster, 2);
   EXPECT_EQ(plan.segments, 1);
   EXPECT_EQ(plan.chunk, 32768);
-  // One request: segments of clusters of 8 in one wave, as many as the merge takes cheaply
-  // (the fastest plans of the H200's sweeps at 65,536: K = 2048 5, K = 1024 10, K = 512 11-13).
+  // One request: segments of clusters of 8 in one wave, as many as the merge takes cheaply.
+  // By rank (the ordered merge; the fastest plans of the H200's sweeps at 65,536: K = 2048 5,
+  // K = 1024 10, K = 512 11-13); by position (the cluster merge: 12-13 at every K, session 19).
   for (const int32_t k : {512, 1024, 2048}) {
-    plan = plan_fused_staged(1, 65536, k, 132, h200);
+    plan = plan_fused_staged(1, 65536, k, 132, h200, 1, false);
     EXPECT_EQ(plan.cluster, 8) << k;
     EXPECT_LE(plan.segments, int64_t(h200.at(8, 132))) << k;  // one wave of clusters
     EXPECT_EQ(plan.segments, k == 2048 ? 5 : k == 1024 ? 10 : 13) << k;
+    plan = plan_fused_staged(1, 65536, k, 132, h200);
+    EXPECT_EQ(plan.cluster, 8) << k;
+    EXPECT_EQ(plan.segments, 13) << k;
   }
-  // Longer rows at K = 2048 fill the merge's larger buffer (8 x 2,048 keys: at 262,144
-  // positions 8 segments ran 87 us, 5 segments 95 us).
-  EXPECT_EQ(plan_fused_staged(1, 262144, 2048, 132, h200).segments, 8);
+  // Longer rows at K = 2048: by rank they fill the ordered merge's larger buffer (8 x 2,048
+  // keys: at 262,144 positions 8 segments ran 87 us, 5 segments 95 us); by position one wave
+  // of 8-CTA clusters (15 on the H200; 8 x 14 ran 60.9 us, 8 x 15 61.5, 8 x 8 71.2).
+  EXPECT_EQ(plan_fused_staged(1, 262144, 2048, 132, h200, 1, false).segments, 8);
+  EXPECT_EQ(plan_fused_staged(1, 262144, 2048, 132, h200).segments, 15);
   // Speculative rows (next_n 2): one row per segment too, up to B x context = 4M positions.
   EXPECT_EQ(plan_fused_staged(2, 131072, 2048, 132, h200, 2).cluster, 8);
   EXPECT_EQ(plan_fused_staged(128, 32768, 2048, 132, h200, 2).cluster, 2);

@@ -168,7 +168,7 @@ class CudaBackend final : public BackendImpl {
   FusedStagedPlan staged_plan(const IndexerProblem& p) const {
     if (p.rows.form != RowForm::kDecode) return {};
     return plan_fused_staged(p.rows.rows(), p.rows.max_context, p.k, device().num_sms, device().clusters,
-                             p.rows.next_n);
+                             p.rows.next_n, p.order == OutputOrder::kPosition);
   }
   const Device& device() const {
     std::call_once(once_, [this] { device_ = discover(); });

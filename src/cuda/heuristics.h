@@ -289,14 +289,26 @@ inline constexpr int64_t kFusedStagedMergeFlatKeys = 16384;
 inline constexpr int64_t kFusedStagedFinishCost = FI_FUSED_STAGED_FINISH_COST;  // a CTA's finish
 inline constexpr int64_t kFusedStagedMergeCost = FI_FUSED_STAGED_MERGE_COST;    // the merge kernel, fixed part
 
-// The merge's cost for `segments` x k keys (0 for one segment): per key 1/16 within the
-// selector's own buffer (10,240 keys), 1/8 in the larger flat buffer, 1/2 beyond it (the
-// selector's pushes). The larger buffer's 1/8: at V3.2 B1 x 65,536 8 x 8 segments (16,384
-// keys) ran 59.2 us against 8 x 5's 57.2; at V3.2 B1 x 262,144 8 x 8 86.9 against 95.3;
-// V4-Pro B1 x 262,144 8 x 14 66.7 against 8 x 10's 68.2 (session 17, fc3fa9f).
-inline int64_t fused_staged_merge_cost(int segments, int32_t k) {
+// Rows by position take the cluster merge (topk_over_logits.cu cluster_merge_kernel: a
+// cluster of CTAs per row, no key list gathered); rows by rank the one-CTA ordered merge.
+// Experiment knob FI_CLUSTER_MERGE=0 (host and device code: set it in CMAKE_CXX_FLAGS and
+// CMAKE_CUDA_FLAGS) sends both to the ordered merge.
+#ifndef FI_CLUSTER_MERGE
+#define FI_CLUSTER_MERGE 1
+#endif
+inline constexpr bool kFusedStagedClusterMerge = FI_CLUSTER_MERGE != 0;
+
+// The merge's cost for `segments` x k keys (0 for one segment). The cluster merge: 1/64 per
+// key (session 19's sweep of 13 decode points, B 1-128, K 512-2048: the picks within 3.3% of
+// each point's fastest plan, 9 of 13 the fastest; B1 takes 13-15 segments). The ordered
+// merge: per key 1/16 within the selector's own buffer (10,240 keys), 1/8 in the larger flat
+// buffer, 1/2 beyond it (the selector's pushes). The larger buffer's 1/8: at V3.2 B1 x 65,536
+// 8 x 8 segments (16,384 keys) ran 59.2 us against 8 x 5's 57.2; at V3.2 B1 x 262,144 8 x 8
+// 86.9 against 95.3; V4-Pro B1 x 262,144 8 x 14 66.7 against 8 x 10's 68.2 (session 17, fc3fa9f).
+inline int64_t fused_staged_merge_cost(int segments, int32_t k, bool cluster_merge) {
   if (segments <= 1) return 0;
   const int64_t keys = int64_t(segments) * k;
+  if (cluster_merge) return kFusedStagedMergeCost + keys / 64;
   const int64_t own = std::min(keys, kFusedStagedSelectorKeys);
   const int64_t large = std::min(keys, kFusedStagedMergeFlatKeys) - own;
   const int64_t beyond = keys - own - large;
@@ -334,8 +346,9 @@ inline void for_each_fused_staged_plan(int64_t max_context, int cluster, F&& f) 
 #endif
 inline constexpr int64_t kFusedStagedMaxSpeculativePositions = FI_FUSED_STAGED_MAX_SPECULATIVE;
 
+// by_position: the rows' outputs in position order (the cluster merge's).
 inline FusedStagedPlan plan_fused_staged(int64_t rows, int64_t max_context, int32_t k, int num_sms,
-                                         const ClusterCapacity& cap, int32_t next_n = 1) {
+                                         const ClusterCapacity& cap, int32_t next_n = 1, bool by_position = true) {
   FusedStagedPlan best;
   if (!FI_FUSED_STAGED || rows <= 0 || max_context <= 0) return best;
   if (next_n > 1 && rows / next_n * max_context > kFusedStagedMaxSpeculativePositions) return best;
@@ -345,7 +358,8 @@ inline FusedStagedPlan plan_fused_staged(int64_t rows, int64_t max_context, int3
     if (fit <= 0) continue;
     for_each_fused_staged_plan(max_context, c, [&](const FusedStagedPlan& plan) {
       const int64_t waves = (rows * plan.segments + fit - 1) / fit;
-      const int64_t cost = waves * (plan.chunk + kFusedStagedFinishCost) + fused_staged_merge_cost(plan.segments, k);
+      const int64_t cost = waves * (plan.chunk + kFusedStagedFinishCost) +
+                           fused_staged_merge_cost(plan.segments, k, by_position && kFusedStagedClusterMerge);
       if (cost < best_cost) {
         best_cost = cost;
         best = plan;

@@ -372,7 +372,7 @@ flashindexer::cuda::FusedStagedPlan staged_plan_of(const HostProblem& h) {
   int sms = 0;
   EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
   return flashindexer::cuda::plan_fused_staged(h.rows(), h.max_context, h.k, sms, sm90::staged_cluster_capacities(),
-                                               h.next_n);
+                                               h.next_n, h.order == OutputOrder::kPosition);
 }
 
 // Whether a plan's segments hand the ordered merge more keys than the selector's buffer holds

@@ -844,6 +844,7 @@ __global__ void __launch_bounds__(kBlock, 2) cluster_merge_kernel(const TopKArgs
     ms.lo = ~0ull;
     ms.hi = 0;
   }
+  __syncthreads();  // ms is initialised before any warp's atomicMin / atomicMax below
   // The row's checks come with its segments (every CTA of the fused clusters checks the whole
   // window: the same bits as check_row); the window here gives the request for the slots.
   const RowWindow w = resolve_window(a.rows, row);
@@ -1056,12 +1057,9 @@ __global__ void __launch_bounds__(kBlock, 2) cluster_merge_kernel(const TopKArgs
   cluster.barrier_wait();  // no CTA leaves while another may read its shared memory
 }
 
-// Experiment knob FI_CLUSTER_MERGE=0: position-order rows take the one-CTA ordered merge too.
-#ifndef FI_CLUSTER_MERGE
-#define FI_CLUSTER_MERGE 1
-#endif
+// (heuristics.h kFusedStagedClusterMerge: the plans' cost model knows which merge runs.)
 bool use_cluster_merge(const TopKArgs& a) {
-  return FI_CLUSTER_MERGE && a.order == OutputOrder::kPosition && a.splits >= 2 &&
+  return cuda::kFusedStagedClusterMerge && a.order == OutputOrder::kPosition && a.splits >= 2 &&
          a.splits <= cuda::kFusedStagedMaxSegments;
 }
 
