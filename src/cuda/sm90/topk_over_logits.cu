@@ -790,6 +790,7 @@ static_assert(cluster_merge_covers_every_segment_count(), "<= 8 CTAs, none empty
 struct ClusterMergeShared {  // read by the cluster's other CTAs
   uint64_t lo, hi;           // this CTA's least and largest key (~0 / 0: none)
   uint32_t n, status, kept;  // its keys, its segments' status words (OR), its keys at or above the threshold
+  uint32_t sel_bin, sel_count, sel_need;  // (this CTA's own) a pass's digit, its keys, the rank among them
 };
 
 constexpr int kMergeDigitBits = 11, kMergeBins = 1 << kMergeDigitBits, kMergeGroups = kMergeBins / 32;
@@ -947,33 +948,42 @@ __global__ void __launch_bounds__(kBlock, 2) cluster_merge_kernel(const TopKArgs
       // Every CTA's counts of this pass are complete. (Buffer pass & 1 is zeroed again two
       // passes on, after the next cluster barrier: every CTA has read it by then.)
       cluster.sync();
-      // Every warp finds the bin alike, from the top: lane l sums groups 63 - 2l and 62 - 2l
-      // over the cluster, then the chosen group's bin 31 - l.
-      uint32_t hi_g = 0, lo_g = 0;
+      // Warp 0 finds the bin, from the top: lane l sums groups 63 - 2l and 62 - 2l over the
+      // cluster, then the chosen group's bin 31 - l. (Every warp doing so cost 16 x the
+      // distributed shared-memory reads.)
+      if (warp == 0) {
+        uint32_t hi_g = 0, lo_g = 0;
 #pragma unroll
-      for (uint32_t q = 0; q < kClusterMergeMaxCtas; ++q) {  // every load issued, then added
-        if (q < ctas) {
-          const uint2 u = reinterpret_cast<const uint2*>(cluster.map_shared_rank(g, q))[kMergeGroups / 2 - 1 - lane];
-          hi_g += u.y;
-          lo_g += u.x;
+        for (uint32_t q = 0; q < kClusterMergeMaxCtas; ++q) {  // every load issued, then added
+          if (q < ctas) {
+            const uint2 u = reinterpret_cast<const uint2*>(cluster.map_shared_rank(g, q))[kMergeGroups / 2 - 1 - lane];
+            hi_g += u.y;
+            lo_g += u.x;
+          }
+        }
+        uint32_t excl;
+        const int gl = warp_select_lane(hi_g + lo_g, need, lane, &excl);
+        uint32_t need_g = need - excl;
+        const bool upper = need_g <= hi_g;
+        if (!upper) need_g -= hi_g;
+        const int grp = __shfl_sync(0xffffffffu, kMergeGroups - 1 - 2 * lane - (upper ? 0 : 1), gl);
+        need_g = __shfl_sync(0xffffffffu, need_g, gl);
+        const uint32_t bin = uint32_t(grp * 32 + 31 - lane);
+        uint32_t c = 0;
+#pragma unroll
+        for (uint32_t q = 0; q < kClusterMergeMaxCtas; ++q)
+          if (q < ctas) c += cluster.map_shared_rank(h, q)[bin];
+        const int bl = warp_select_lane(c, need_g, lane, &excl);
+        if (lane == bl) {
+          ms.sel_bin = bin;
+          ms.sel_count = c;
+          ms.sel_need = need_g - excl;
         }
       }
-      uint32_t excl;
-      const int gl = warp_select_lane(hi_g + lo_g, need, lane, &excl);
-      uint32_t need_g = need - excl;
-      const bool upper = need_g <= hi_g;
-      if (!upper) need_g -= hi_g;
-      const int grp = __shfl_sync(0xffffffffu, kMergeGroups - 1 - 2 * lane - (upper ? 0 : 1), gl);
-      need_g = __shfl_sync(0xffffffffu, need_g, gl);
-      const uint32_t bin = uint32_t(grp * 32 + 31 - lane);
-      uint32_t c = 0;
-#pragma unroll
-      for (uint32_t q = 0; q < kClusterMergeMaxCtas; ++q)
-        if (q < ctas) c += cluster.map_shared_rank(h, q)[bin];
-      const int bl = warp_select_lane(c, need_g, lane, &excl);
-      const uint32_t sel_bin = __shfl_sync(0xffffffffu, bin, bl);
-      const uint32_t in_bin = __shfl_sync(0xffffffffu, c, bl);
-      need = __shfl_sync(0xffffffffu, need_g - excl, bl);
+      __syncthreads();  // (ms.sel_* are rewritten next pass after three more CTA barriers)
+      const uint32_t sel_bin = ms.sel_bin, in_bin = ms.sel_count;
+      need = ms.sel_need;
+      if (pass == 0) clock.lap(kTopKProfileOrder, t);  // (the profile: the first pass apart)
       prefix |= uint64_t(sel_bin) << sh;
       mask |= uint64_t(kMergeBins - 1) << sh;
       // K - need keys lie above the bin and in_bin in it: when that is K, the bin's lower
