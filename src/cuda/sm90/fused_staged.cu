@@ -18,9 +18,10 @@
 //   3. when the segment's candidates are at least min(K, L) and fit, every score left out is
 //      below all of them, so its top K is among them: CTA 0 gathers them and keeps the K
 //      best in position order; S = 1: the row's outputs (by rank: after a block radix sort);
-//      S > 1: to the workspace slot of the segment, merged by topk_over_logits.cu's ordered
-//      merge kernel (a programmatic dependent launch, triggered after the scoring: the slots
-//      read in segment order are the row's candidates in position order);
+//      S > 1: to the workspace slot of the segment (with the row's status word), merged by
+//      topk_over_logits.cu's cluster merge (by position) or ordered merge (by rank), a
+//      programmatic dependent launch triggered after the scoring: the slots read in segment
+//      order are the row's candidates in position order;
 //   4. otherwise (a failed guess, a full buffer) CTA 0 streams every stage of the cluster
 //      through a BlockSelector (exact; S > 1: its K best to the slot in position order).
 // Warp roles: warpgroup 0 produces, 1-3 consume, each on every third tile (mxfp4: setmaxnreg
@@ -29,9 +30,9 @@
 // Shared memory: max(scorer ~77 KiB, RowSelector storage ~88 KiB), which the selection
 //   aliases once the scoring is done, + the stage (chunk x 4 B, at most 128 KiB; 16 KiB at
 //   least: rank order sorts K keys there): one CTA per SM.
-// Measured (docs/perf.md, sessions 14-17): V4-Pro decode B = 64 x 65,536 216 us against
-//   249 us for dense + TopK; V3.2 1.08x; B = 1: V4-Pro x 262,144 0.96x, V4-Flash 0.81x,
-//   V3.2 0.70x.
+// Measured (docs/perf.md, sessions 14-19): V4-Pro decode B = 64 x 65,536 216 us against
+//   249 us for dense + TopK; V3.2 1.08x; B = 1 (with the cluster merge): V4-Pro x 262,144
+//   1.15x, V4-Flash 0.91x, V3.2 0.98-1.16x.
 #include <cooperative_groups.h>
 
 #include "cluster_launch.h"
