@@ -36,7 +36,6 @@
 #include <cooperative_groups.h>
 
 #include "cluster_launch.h"
-#include "cluster_select.cuh"
 #include "fused_topk.h"
 #include "paged_scorer.cuh"
 #include "phase_clock.cuh"
@@ -91,9 +90,6 @@ struct StagedShared {
   uint32_t first[cuda::kTopKStagedMaxCluster];  // CTA 0: index of each CTA's first candidate in the gather
   uint32_t count;  // this CTA's candidates
   uint32_t nan;    // a NaN among this CTA's scores
-  uint64_t lo, hi;  // spread finish: the least and largest of this CTA's candidates (~0 / 0: none)
-  uint32_t kept;    // spread finish: this CTA's candidates at or above the segment's threshold
-  ClusterSelectScratch select;
 };
 
 struct StageSink {  // positions < max_context <= INT32_MAX
@@ -113,82 +109,6 @@ constexpr size_t kMinStageBytes = size_t(kMaxK) * 8;
 template <class Smem>
 size_t staged_smem_bytes(int64_t chunk) {
   return 1024 + stage_offset<Smem>() + std::max(size_t(chunk) * 4, kMinStageBytes);
-}
-
-// Experiment knob FI_STAGED_SPREAD=0: every segment finishes on CTA 0 (the gather, then one
-// CTA's select), as before session 19.
-#ifndef FI_STAGED_SPREAD
-#define FI_STAGED_SPREAD 1
-#endif
-constexpr bool kSpreadFinish = FI_STAGED_SPREAD != 0;
-
-// The spread finish of a segment whose candidates hold its top K (step 3's `selected`), when
-// it goes to a workspace slot (S > 1) or to its row by position (S = 1): the cluster's K-th
-// candidate by cluster_select.cuh (each CTA keeps its own candidates, st.cand[0, ss.count) in
-// position order), then each CTA writes its candidates at or above it at its place (the kept
-// counts of the CTAs before it). No gather, no one-CTA select (CTA 0's gather and finish took
-// ~21K cycles per cluster at V4-Flash B1, docs/perf.md session 19). The stage (free once the
-// candidates are chosen: no CTA reads another's stage here) holds the second histogram.
-template <class Cluster, class Clock>
-__device__ void spread_finish(const Cluster& cluster, const ScorerArgs& a, const StagedParams& f, StagedShared& ss,
-                              RowSelector::Storage& st, float* stage, const GroupRow& gr, int64_t split, uint32_t n,
-                              bool nan, uint64_t lo, uint64_t hi, Clock& prof, long long& pt) {
-  const uint32_t rank = cluster.block_rank(), ctas = cluster.num_blocks();
-  const uint32_t mine = ss.count, k = uint32_t(f.k);
-  const uint64_t thr =
-      n > k ? cluster_floor_of_kth(
-                  cluster, st.select.hist, reinterpret_cast<uint32_t*>(stage), ss.select, k, lo, hi,
-                  [&](uint64_t mask, uint64_t prefix, int sh, uint32_t* h) {
-                    for (uint32_t i = threadIdx.x; i < mine; i += kThreads) {
-                      const uint64_t v = st.cand[i];
-                      if ((v & mask) == prefix) atomicAdd(&h[uint32_t(v >> sh) & (kClusterSelectBins - 1)], 1u);
-                    }
-                  },
-                  [] {})
-            : 0ull;
-  const uint32_t kept = count_at_or_above(st.cand, mine, thr, ss.warp_count);
-  if (threadIdx.x == 0) ss.kept = kept;
-  cluster.sync();  // every CTA's kept count is published
-  uint32_t offset = 0;
-  for (uint32_t q = 0; q < rank; ++q) offset += cluster.map_shared_rank(&ss, q)->kept;
-  cluster.barrier_arrive();  // this CTA reads no other CTA's shared memory from here on
-  prof.lap(kStagedProfileGather, pt);
-  const uint32_t count = min(n, k);
-  const uint32_t status = gr.status | (nan ? row_status::kHasNaN : 0u);
-  if (gr.row < 0) {  // (no row: decode grids cover rows exactly, so never)
-  } else if (f.segments > 1) {  // the segment's top K to its workspace slot, in position order
-    const int64_t slot = gr.row * f.segments + split / ctas;
-    uint64_t* keys = f.ws.keys + slot * f.k;
-    emit_at_or_above(st.cand, mine, thr, ss.warp_count, offset, [&](uint32_t i, uint64_t key) { keys[i] = key; });
-    if (rank == 0 && threadIdx.x == 0) {
-      f.ws.counts[slot] = count;
-      f.ws.status[slot] = status;  // (the cluster merge takes the row check from here)
-    }
-  } else {  // the row's outputs by position
-    const TopKOutputs& o = f.out;
-    const int64_t row = gr.row;
-    emit_at_or_above(st.cand, mine, thr, ss.warp_count, offset, [&](uint32_t idx, uint64_t key) {
-      const int32_t pos = rank_key_position(key);
-      o.positions[row * o.positions_row_stride + idx] = pos;
-      if (o.slots) o.slots[row * o.slots_row_stride + idx] = int32_t(physical_slot(a.cache.pages, gr.request, pos));
-      if (o.scores) o.scores[row * o.scores_row_stride + idx] = rank_key_score(key);
-    });
-    if (rank == 0) {
-      const float kNegInf = -__int_as_float(0x7f800000);
-      for (int32_t i = int32_t(count) + int32_t(threadIdx.x); i < f.k; i += kThreads) {
-        o.positions[row * o.positions_row_stride + i] = -1;
-        if (o.slots) o.slots[row * o.slots_row_stride + i] = -1;
-        if (o.scores) o.scores[row * o.scores_row_stride + i] = kNegInf;
-      }
-      if (threadIdx.x == 0) {
-        if (o.counts) o.counts[row] = int32_t(count);
-        if (o.status) o.status[row] = status;
-      }
-    }
-  }
-  prof.lap(kStagedProfileFinish, pt);
-  prof.flush(threadIdx.x == 0, staged_profile_sums());
-  cluster.barrier_wait();  // no CTA leaves while another may read its shared memory
 }
 
 template <CacheFormat kFormat, int kHeads, ScoreAccuracy kAccuracy>
@@ -212,8 +132,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       ss.split = split;
       ss.c0 = c0;
       ss.c1 = c1;
-      ss.lo = ~0ull;
-      ss.hi = 0;
     }
     Core::setup(a, sm, group, c0, c1);  // ends with a CTA barrier
 
@@ -256,8 +174,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t hi = max(lo, min(seg1, int64_t(gr.end)));
   const int64_t len = hi - lo;
   const bool take_all = len <= RowSelector::kCap;
-  // The spread finish (below) serves every segment of several and one-segment rows by position.
-  const bool spreadable = kSpreadFinish && (f.segments > 1 || f.order == OutputOrder::kPosition);
   const int64_t need = take_all ? 0 : staged_guess_rank(len, f.k);
   cluster.sync();  // every stage of the segment is written
 
@@ -306,24 +222,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       before += q < warp ? ss.warp_count[q] : 0u;
       total += ss.warp_count[q];
     }
-    if (total <= uint32_t(RowSelector::kCap)) {
+    if (total <= uint32_t(RowSelector::kCap))
       put_passing(st.cand, before, pass, stage + int64_t(l0) * 4, int32_t(c0 + int64_t(l0) * 4), lane);
-      if (spreadable) {  // the candidates' range, for the spread finish's radix digits
-        __syncthreads();
-        uint64_t k_lo = ~0ull, k_hi = 0;
-        for (uint32_t i = threadIdx.x; i < total; i += kThreads) {
-          const uint64_t v = st.cand[i];
-          k_lo = v < k_lo ? v : k_lo;
-          k_hi = v > k_hi ? v : k_hi;
-        }
-        k_lo = warp_min_u64(k_lo);
-        k_hi = warp_max_u64(k_hi);
-        if (lane == 0 && k_hi != 0ull) {
-          atomicMin(reinterpret_cast<unsigned long long*>(&ss.lo), (unsigned long long)k_lo);
-          atomicMax(reinterpret_cast<unsigned long long*>(&ss.hi), (unsigned long long)k_hi);
-        }
-      }
-    }
   }
   if (threadIdx.x == 0) {
     ss.count = total;
@@ -335,24 +235,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   // 3. The same decision in every CTA: the segment's candidates, when they hold its top K.
   uint32_t n = 0;
   bool nan = false;  // n <= kCap below bounds every CTA's count too (counts <= chunk: no overflow)
-  uint64_t c_lo = ~0ull, c_hi = 0;
   for (uint32_t q = 0; q < ctas; ++q) {
     const StagedShared* r = cluster.map_shared_rank(&ss, q);
     const uint32_t c = r->count;
     if (rank == 0 && threadIdx.x == 0) ss.first[q] = n;
     n += c;
     nan |= r->nan != 0u;
-    if (spreadable) {
-      c_lo = min(c_lo, r->lo);
-      c_hi = max(c_hi, r->hi);
-    }
   }
   const bool selected = (take_all || guessed) && n <= uint32_t(RowSelector::kCap) &&
                         (take_all || n >= uint32_t(f.k));
-  if (spreadable && selected) {
-    spread_finish(cluster, a, f, ss, st, stage, gr, split, n, nan, c_lo, c_hi, prof, pt);
-    return;
-  }
   RowSelector sel(st, f.k);  // step 4's (CTA 0); it leaves the candidates alone
   if (rank == 0) {
     if (selected) {  // in CTA order: position order

@@ -128,11 +128,18 @@ __device__ inline void put_passing(uint64_t* cand, uint32_t base, uint64_t pass,
   }
 }
 
-// The keys of cand[0, n) at or above kth, counted per warp (warp w: a run of the candidates)
-// into warp_count (kRowBlock / 32 words); returns their number. Block-wide call.
-__device__ inline uint32_t count_at_or_above(const uint64_t* cand, uint32_t n, uint64_t kth, uint32_t* warp_count) {
+// Over candidates cand[0, n) in position order (shared memory: st.cand, or the split merge's
+// larger buffer): the K-th key (a radix select in st.select; none when n <= K), then
+// emit(index, key) for every key at or above it, index its place among them in position
+// order (warp w takes a run of the candidates; one scan over the warps' counts). Returns
+// min(K, n). warp_count: kRowBlock / 32 words of shared scratch.
+template <class Clock, class Emit>
+__device__ uint32_t keep_gathered(RowSelector::Storage& st, const uint64_t* cand, uint32_t n, uint32_t k,
+                                  uint32_t* warp_count, Clock& clock, long long& t, Emit&& emit) {
   constexpr int kWarps = kRowBlock / 32;
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const uint64_t kth = n > k ? RowSelector::Select::kth(st.select, cand, n, k, int(threadIdx.x)) : 0ull;
+  clock.lap(kTopKProfileReduce, t);
   const uint32_t chunk = ((n + kWarps - 1) / kWarps + 31) / 32 * 32;
   const uint32_t c0 = min(uint32_t(warp) * chunk, n), c1 = min(c0 + chunk, n);
   uint32_t mine = 0;
@@ -140,22 +147,7 @@ __device__ inline uint32_t count_at_or_above(const uint64_t* cand, uint32_t n, u
   const uint32_t in_warp = __reduce_add_sync(0xffffffffu, mine);
   if (lane == 0) warp_count[warp] = in_warp;
   __syncthreads();
-  uint32_t total = 0;
-  for (int q = 0; q < kWarps; ++q) total += warp_count[q];
-  return total;
-}
-
-// After count_at_or_above: emit(base + index, key) for every key of cand[0, n) at or above
-// kth, index its place among them in position order (warp w's run starts after the counts of
-// the warps before it). Block-wide call.
-template <class Emit>
-__device__ void emit_at_or_above(const uint64_t* cand, uint32_t n, uint64_t kth, const uint32_t* warp_count,
-                                 uint32_t base, Emit&& emit) {
-  constexpr int kWarps = kRowBlock / 32;
-  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  const uint32_t chunk = ((n + kWarps - 1) / kWarps + 31) / 32 * 32;
-  const uint32_t c0 = min(uint32_t(warp) * chunk, n), c1 = min(c0 + chunk, n);
-  uint32_t at = base;
+  uint32_t at = 0;
   for (int q = 0; q < warp; ++q) at += warp_count[q];
   const uint32_t lower = (1u << lane) - 1u;
   for (uint32_t i0 = c0; i0 < c1; i0 += 32) {  // warp-uniform
@@ -166,20 +158,6 @@ __device__ void emit_at_or_above(const uint64_t* cand, uint32_t n, uint64_t kth,
     if (keep) emit(at + uint32_t(__popc(b & lower)), key);
     at += uint32_t(__popc(b));
   }
-}
-
-// Over candidates cand[0, n) in position order (shared memory: st.cand, or the split merge's
-// larger buffer): the K-th key (a radix select in st.select; none when n <= K), then
-// emit(index, key) for every key at or above it, index its place among them in position
-// order (warp w takes a run of the candidates; one scan over the warps' counts). Returns
-// min(K, n). warp_count: kRowBlock / 32 words of shared scratch.
-template <class Clock, class Emit>
-__device__ uint32_t keep_gathered(RowSelector::Storage& st, const uint64_t* cand, uint32_t n, uint32_t k,
-                                  uint32_t* warp_count, Clock& clock, long long& t, Emit&& emit) {
-  const uint64_t kth = n > k ? RowSelector::Select::kth(st.select, cand, n, k, int(threadIdx.x)) : 0ull;
-  clock.lap(kTopKProfileReduce, t);
-  count_at_or_above(cand, n, kth, warp_count);
-  emit_at_or_above(cand, n, kth, warp_count, 0, emit);
   return min(n, k);
 }
 

@@ -39,7 +39,6 @@
 #include "../../core/row_window.h"
 #include "block_select.cuh"
 #include "cluster_launch.h"
-#include "cluster_select.cuh"
 #include "grid_radix_select.cuh"
 #include "phase_clock.cuh"
 #include "staged_select.cuh"
@@ -755,9 +754,11 @@ __global__ void __launch_bounds__(kBlock, kOrdered ? 1 : 2) topk_merge_kernel(co
 // order. A cluster of C = ceil(S / per) CTAs per row, per = ceil(S / 8) segments each: CTA r
 // holds the keys of segments [r per, (r + 1) per) in registers (thread t its flat keys
 // t + 512 j, in position order: the slots are, and the segments follow each other). The K-th
-// key comes from cluster_select.cuh (radix histograms summed over the cluster through
-// distributed shared memory, until exactly K keys lie at or above the selected bin's lower
-// edge: no key list is ever gathered). Each CTA then writes its kept keys at its place in
+// key comes from a radix select whose histograms are summed over the cluster: per pass each
+// CTA counts its own keys (histograms double-buffered, so one cluster barrier per pass), then
+// every CTA reads the C histograms through distributed shared memory and takes the same digit,
+// until the keys at or above the selected bin's lower edge are exactly K (that edge is the
+// threshold: no key list is ever gathered). Each CTA then writes its kept keys at its place in
 // the row (the kept counts of the CTAs before it), every page-table read issued before the
 // first store. The row's check bits come from the segments' status words (each CTA of the
 // fused clusters checks the whole window, as check_row does), so the merge reads no page
@@ -789,13 +790,49 @@ static_assert(cluster_merge_covers_every_segment_count(), "<= 8 CTAs, none empty
 struct ClusterMergeShared {  // read by the cluster's other CTAs
   uint64_t lo, hi;           // this CTA's least and largest key (~0 / 0: none)
   uint32_t n, status, kept;  // its keys, its segments' status words (OR), its keys at or above the threshold
+  uint32_t sel_bin, sel_count, sel_need;  // (this CTA's own) a pass's digit, its keys, the rank among them
 };
+
+constexpr int kMergeDigitBits = 11, kMergeBins = 1 << kMergeDigitBits, kMergeGroups = kMergeBins / 32;
+static_assert(kMergeBins == 4 * kBlock && kMergeGroups == 64 && kMergeGroups % (kBlock / 32) == 0,
+              "a uint4 of bins per thread; two groups per lane");
+
+// The lane whose inclusive prefix sum (over the warp, in lane order) of c first reaches need
+// (0 < need <= the warp's total); *excl: its exclusive prefix (the same in every lane).
+__device__ inline int warp_select_lane(uint32_t c, uint32_t need, int lane, uint32_t* excl) {
+  uint32_t incl = c;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += u;
+  }
+  const int at = __ffs(__ballot_sync(0xffffffffu, incl >= need)) - 1;
+  *excl = __shfl_sync(0xffffffffu, incl - c, at);
+  return at;
+}
+
+__device__ inline uint64_t warp_min_u64(uint64_t x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const uint64_t y = __shfl_xor_sync(0xffffffffu, x, o);
+    x = y < x ? y : x;
+  }
+  return x;
+}
+__device__ inline uint64_t warp_max_u64(uint64_t x) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const uint64_t y = __shfl_xor_sync(0xffffffffu, x, o);
+    x = y > x ? y : x;
+  }
+  return x;
+}
 
 __global__ void __launch_bounds__(kBlock, 2) cluster_merge_kernel(const TopKArgs a) {
   namespace cg = cooperative_groups;
   constexpr int kItems = kClusterMergeItems, kWarps = kBlock / 32;
-  __shared__ __align__(16) uint32_t hist[2][kClusterSelectBins];  // pass p counts into hist[p & 1]
-  __shared__ ClusterSelectScratch scratch;
+  __shared__ __align__(16) uint32_t hist[2][kMergeBins];  // pass p counts into hist[p & 1]
+  __shared__ __align__(16) uint32_t groups[2][kMergeGroups];  // and sums each 32 of them into groups[p & 1]
   __shared__ ClusterMergeShared ms;
   __shared__ uint32_t kept_before[kItems * kWarps];  // per (item, warp): kept keys, then their exclusive scan
   const cg::cluster_group cluster = cg::this_cluster();
@@ -884,16 +921,80 @@ __global__ void __launch_bounds__(kBlock, 2) cluster_merge_kernel(const TopKArgs
 
   // The threshold: keys >= thr are the row's top min(K, n) (thr 0: every key).
   uint64_t thr = 0;
-  if (n > k)  // n > 1 unique keys: lo < hi
-    thr = cluster_floor_of_kth(
-        cluster, hist[0], hist[1], scratch, k, lo, hi,
-        [&](uint64_t mask, uint64_t prefix, int sh, uint32_t* h) {
+  if (n > k) {  // n > 1 unique keys: lo < hi
+    int top = 63 - __clzll((long long)(lo ^ hi));  // digits start below the common prefix
+    uint64_t mask = top == 63 ? 0ull : ~((2ull << top) - 1);
+    uint64_t prefix = hi & mask;
+    uint32_t need = k;
+    for (int pass = 0;; ++pass) {
+      // The digit: 11 bits ending at `top`, or the lowest 11 (its bits above top are the
+      // prefix's, the same in every key counted).
+      const int sh = top >= kMergeDigitBits - 1 ? top + 1 - kMergeDigitBits : 0;
+      uint32_t* h = hist[pass & 1];
+      uint32_t* g = groups[pass & 1];
+      reinterpret_cast<uint4*>(h)[tid] = make_uint4(0, 0, 0, 0);
+      __syncthreads();
 #pragma unroll
-          for (int j = 0; j < kItems; ++j)
-            if (v[j] != 0ull && (v[j] & mask) == prefix)
-              atomicAdd(&h[uint32_t(v[j] >> sh) & (kClusterSelectBins - 1)], 1u);
-        },
-        [&] { clock.lap(kTopKProfileOrder, t); });  // (the profile: the first pass apart)
+      for (int j = 0; j < kItems; ++j)
+        if (v[j] != 0ull && (v[j] & mask) == prefix) atomicAdd(&h[uint32_t(v[j] >> sh) & (kMergeBins - 1)], 1u);
+      __syncthreads();
+#pragma unroll
+      for (int e = 0; e < kMergeGroups / kWarps; ++e) {
+        const int grp = warp * (kMergeGroups / kWarps) + e;
+        const uint32_t c = __reduce_add_sync(0xffffffffu, h[grp * 32 + lane]);
+        if (lane == 0) g[grp] = c;
+      }
+      __syncthreads();
+      // Every CTA's counts of this pass are complete. (Buffer pass & 1 is zeroed again two
+      // passes on, after the next cluster barrier: every CTA has read it by then.)
+      cluster.sync();
+      // Warp 0 finds the bin, from the top: lane l sums groups 63 - 2l and 62 - 2l over the
+      // cluster, then the chosen group's bin 31 - l. (Every warp doing so cost 16 x the
+      // distributed shared-memory reads.)
+      if (warp == 0) {
+        uint32_t hi_g = 0, lo_g = 0;
+#pragma unroll
+        for (uint32_t q = 0; q < kClusterMergeMaxCtas; ++q) {  // every load issued, then added
+          if (q < ctas) {
+            const uint2 u = reinterpret_cast<const uint2*>(cluster.map_shared_rank(g, q))[kMergeGroups / 2 - 1 - lane];
+            hi_g += u.y;
+            lo_g += u.x;
+          }
+        }
+        uint32_t excl;
+        const int gl = warp_select_lane(hi_g + lo_g, need, lane, &excl);
+        uint32_t need_g = need - excl;
+        const bool upper = need_g <= hi_g;
+        if (!upper) need_g -= hi_g;
+        const int grp = __shfl_sync(0xffffffffu, kMergeGroups - 1 - 2 * lane - (upper ? 0 : 1), gl);
+        need_g = __shfl_sync(0xffffffffu, need_g, gl);
+        const uint32_t bin = uint32_t(grp * 32 + 31 - lane);
+        uint32_t c = 0;
+#pragma unroll
+        for (uint32_t q = 0; q < kClusterMergeMaxCtas; ++q)
+          if (q < ctas) c += cluster.map_shared_rank(h, q)[bin];
+        const int bl = warp_select_lane(c, need_g, lane, &excl);
+        if (lane == bl) {
+          ms.sel_bin = bin;
+          ms.sel_count = c;
+          ms.sel_need = need_g - excl;
+        }
+      }
+      __syncthreads();  // (ms.sel_* are rewritten next pass after three more CTA barriers)
+      const uint32_t sel_bin = ms.sel_bin, in_bin = ms.sel_count;
+      need = ms.sel_need;
+      if (pass == 0) clock.lap(kTopKProfileOrder, t);  // (the profile: the first pass apart)
+      prefix |= uint64_t(sel_bin) << sh;
+      mask |= uint64_t(kMergeBins - 1) << sh;
+      // K - need keys lie above the bin and in_bin in it: when that is K, the bin's lower
+      // edge keeps exactly the top K. (The lowest digit leaves one key per bin.)
+      if (in_bin == need) {
+        thr = prefix;
+        break;
+      }
+      top = sh - 1;
+    }
+  }
   clock.lap(kTopKProfileReduce, t);
 
   // This CTA's kept keys and their places: (item, warp) counts scanned by warp 0.
