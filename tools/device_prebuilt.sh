@@ -88,6 +88,11 @@ for v in "${variants[@]}"; do
       echo "$name compute-sanitizer ${runs[$i]} (exit $status, $((SECONDS - san_start)) s):" \
         "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED' "/tmp/sanitize_${name}_$i.log" | tail -2 | tr '\n' ' ')" |
         tee -a "$OUT/prebuilt.txt"
+      # A finding (not a timeout): its first reports, and the whole log under $OUT.
+      if [ $status -ne 0 ] && [ $status -ne 124 ]; then
+        grep -E '^========= +(Error|Invalid|Misaligned|Program hit|Race|and |at |by )' "/tmp/sanitize_${name}_$i.log" | head -8 | tee -a "$OUT/prebuilt.txt"
+        cp "/tmp/sanitize_${name}_$i.log" "$OUT/"
+      fi
     done
   fi
   : > "/tmp/bench_$name.jsonl"
