@@ -121,22 +121,26 @@ int time_point(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
   return 0;
 }
 
-// Whether two TopK output sets (rows x k, every optional output allocated) are bit-identical.
-bool same_outputs(const TopKOutputs& a, const TopKOutputs& b, int64_t rows, int32_t k) {
-  bool same = true;
-  const size_t row_bytes = size_t(rows) * size_t(k) * 4;
-  for (auto [x, y, bytes] : {std::tuple{(void*)a.positions, (void*)b.positions, row_bytes},
-                             std::tuple{(void*)a.slots, (void*)b.slots, row_bytes},
-                             std::tuple{(void*)a.scores, (void*)b.scores, row_bytes},
-                             std::tuple{(void*)a.counts, (void*)b.counts, size_t(rows) * 4},
-                             std::tuple{(void*)a.status, (void*)b.status, size_t(rows) * 4}}) {
-    std::vector<uint8_t> u(bytes), v(bytes);
-    if (cudaMemcpy(u.data(), x, bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
-        cudaMemcpy(v.data(), y, bytes, cudaMemcpyDeviceToHost) != cudaSuccess)
-      return false;
-    same = same && u == v;
+// The first difference between two TopK output sets (rows x k, every optional output
+// allocated; "" when they are bit-identical): the field, the row, the entry and both values.
+std::string output_difference(const TopKOutputs& a, const TopKOutputs& b, int64_t rows, int32_t k) {
+  const size_t row_entries = size_t(rows) * size_t(k);
+  for (auto [name, x, y, n, width] : {std::tuple{"positions", (void*)a.positions, (void*)b.positions, row_entries, k},
+                                      std::tuple{"slots", (void*)a.slots, (void*)b.slots, row_entries, k},
+                                      std::tuple{"scores", (void*)a.scores, (void*)b.scores, row_entries, k},
+                                      std::tuple{"counts", (void*)a.counts, (void*)b.counts, size_t(rows), 1},
+                                      std::tuple{"status", (void*)a.status, (void*)b.status, size_t(rows), 1}}) {
+    std::vector<uint32_t> u(n), v(n);
+    if (cudaMemcpy(u.data(), x, n * 4, cudaMemcpyDeviceToHost) != cudaSuccess ||
+        cudaMemcpy(v.data(), y, n * 4, cudaMemcpyDeviceToHost) != cudaSuccess)
+      return "cudaMemcpy failed";
+    for (size_t i = 0; i < n; ++i)
+      if (u[i] != v[i])
+        return std::string(name) + " row " + std::to_string(i / size_t(width)) + " entry " +
+               std::to_string(i % size_t(width)) + ": " + std::to_string(u[i]) + " vs " + std::to_string(v[i]) +
+               " (bits)";
   }
-  return same;
+  return "";
 }
 
 // --plan-sweep (a developer tool: the data behind heuristics.h's plan_fused_staged): on a
@@ -152,21 +156,29 @@ int sweep_staged_plans(const ScorePoint& pt, IndexerProblem p, TopKOutputs (&out
   BENCH_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   const cuda::ClusterCapacity cap = sm90::staged_cluster_capacities();
   const int64_t rows = p.rows.rows();
+  const int grouped = cuda::fused_staged_rows_per_cta(p.cache.format == CacheFormat::kFp8E4M3, p.rows.next_n);
   const cuda::FusedStagedPlan chosen = cuda::plan_fused_staged(rows, p.rows.max_context, p.k, sms, cap, p.rows.next_n,
-                                                                 p.order == OutputOrder::kPosition);
+                                                                 p.order == OutputOrder::kPosition, grouped);
   std::vector<cuda::FusedStagedPlan> plans;
   size_t ws_bytes = 1;
-  for (const int c : {2, 4, 8}) {
-    cuda::for_each_fused_staged_plan(p.rows.max_context, c, [&](const cuda::FusedStagedPlan& plan) {
-      if (!sm90::fused_staged_applies(p, plan, size_t(smem_optin))) return;
-      plans.push_back(plan);
-      ws_bytes = std::max(ws_bytes, sm90::fused_staged_workspace_bytes(p, plan));
-    });
+  // Rows on their own, and grouped where the backend groups them.
+  for (const int r : grouped > 1 ? std::vector<int>{1, grouped} : std::vector<int>{1}) {
+    for (const int c : {2, 4, 8}) {
+      cuda::for_each_fused_staged_plan(
+          p.rows.max_context, c,
+          [&](const cuda::FusedStagedPlan& plan) {
+            if (!sm90::fused_staged_applies(p, plan, size_t(smem_optin))) return;
+            plans.push_back(plan);
+            ws_bytes = std::max(ws_bytes, sm90::fused_staged_workspace_bytes(p, plan));
+          },
+          r);
+    }
   }
   void* ws = nullptr;
   BENCH_CHECK(cudaMalloc(&ws, ws_bytes));
   mem.add(ws);
   const size_t row_bytes = size_t(rows) * size_t(p.k) * 4;
+  int mismatches = 0;
   for (const cuda::FusedStagedPlan& plan : plans) {
     for (void* o : {(void*)outs[0].positions, (void*)outs[0].slots, (void*)outs[0].scores})
       BENCH_CHECK(cudaMemset(o, 0x7f, row_bytes));
@@ -189,17 +201,20 @@ int sweep_staged_plans(const ScorePoint& pt, IndexerProblem p, TopKOutputs (&out
     j["cluster"] = plan.cluster;
     j["segments"] = plan.segments;
     j["chunk"] = plan.chunk;
+    j["rows_per_cta"] = plan.rows;
     j["merge_keys"] = plan.segments > 1 ? int64_t(plan.segments) * p.k : 0;
-    j["chosen"] = plan.cluster == chosen.cluster && plan.segments == chosen.segments;
+    j["chosen"] = plan.cluster == chosen.cluster && plan.segments == chosen.segments && plan.rows == chosen.rows;
     j["time_ms"] = ms;
     j["dense_then_topk_ms"] = dense_ms;
-    j["identical"] = same_outputs(outs[0], outs[1], rows, p.k);
+    const std::string difference = output_difference(outs[0], outs[1], rows, p.k);
+    j["identical"] = difference.empty();
+    if (!difference.empty()) j["difference"] = difference;
     j["command"] = "flashindexer bench --json --plan-sweep --full --only " + pt.name();
     std::printf("%s\n", j.dump().c_str());
-    if (!j["identical"].get<bool>()) return 2;
+    mismatches += !difference.empty();
   }
   std::fflush(stdout);
-  return 0;
+  return mismatches > 0 ? 2 : 0;  // every plan is timed and compared first
 }
 
 // The fused operator against dense logits + TopK over logits on one point (fp32 mode).
@@ -263,7 +278,8 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
                  dense_status.to_string().c_str());
     return 1;
   }
-  const bool identical = same_outputs(outs[0], outs[1], rows, k);
+  const std::string difference = output_difference(outs[0], outs[1], rows, k);
+  const bool identical = difference.empty();
   if (opt.plan_sweep && pt.decode) {
     if (int rc = sweep_staged_plans(pt, p, outs, opt, base, dense_ms, mem, rotation); rc != 0) return rc;
   }
@@ -323,6 +339,7 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
     j["speedup_vs_dense"] = dense_ms / ms;
     j["l2_rotation"] = rotation.n;
     j["identical"] = identical;
+    if (!identical) j["difference"] = difference;
     j["tensor_floor_ms"] = w.flops / (gemm_tflops * 1e9);
     j["key_read_floor_ms"] = w.key_bytes / (copy_gbps * 1e6);
     j["x_tensor_floor"] = ms / (w.flops / (gemm_tflops * 1e9));

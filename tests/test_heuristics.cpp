@@ -275,6 +275,44 @@ TEST(Heuristics, FusedDecodeClustersCoverTheRowInBoundedChunks) {
   EXPECT_EQ(plan_fused_staged(128, 32768, 2048, 132, h200, 2).cluster, 2);
   EXPECT_EQ(plan_fused_staged(128, 131072, 2048, 132, h200, 2).cluster, 0);
   EXPECT_EQ(plan_fused_staged(128, 131072, 2048, 132, h200, 1).cluster, 2);
+  // fp8 speculative rows in pairs (one CTA scores a request's two rows): half the chunk, up to
+  // 8M positions of keys (B x context), where the cost model finds them cheaper than rows on
+  // their own (those within 4M positions).
+  using flashindexer::cuda::fused_staged_rows_per_cta;
+  using flashindexer::cuda::kFusedStagedPairMaxChunk;
+  EXPECT_EQ(fused_staged_rows_per_cta(true, 2), 2);
+  EXPECT_EQ(fused_staged_rows_per_cta(false, 2), 1);  // mxfp4: its register-key path would spill
+  EXPECT_EQ(fused_staged_rows_per_cta(true, 1), 1);
+  EXPECT_EQ(fused_staged_rows_per_cta(true, 4), 1);
+  for (const int64_t requests : {1, 3, 8, 64, 128})
+    for (const int64_t width : {100, 32768, 65536, 131072, 262144}) {
+      const auto plan = plan_fused_staged(requests * 2, width, 2048, 132, h200, 2, true, 2);
+      const std::string what = std::to_string(requests) + " x 2 x " + std::to_string(width);
+      if (requests * width > (int64_t{1} << 23)) {
+        EXPECT_EQ(plan.cluster, 0) << what;  // the lockstep kernel's
+        continue;
+      }
+      ASSERT_GT(plan.cluster, 0) << what;
+      EXPECT_LE(plan.chunk, plan.rows == 2 ? kFusedStagedPairMaxChunk : kTopKStagedMaxChunk) << what;
+      EXPECT_GE(plan.ctas_per_row() * plan.chunk, width) << what;
+      EXPECT_LT(int64_t(plan.cluster) * (plan.segments - 1) * plan.chunk, width) << what;
+      if (requests * width > (int64_t{1} << 22)) EXPECT_EQ(plan.rows, 2) << what;  // beyond rows alone
+    }
+  // The H200's V3.2 sweep (docs/perf.md, session 20): B1 rows alone, B8 and up pairs.
+  EXPECT_EQ(plan_fused_staged(2, 131072, 2048, 132, h200, 2, true, 2).rows, 1);
+  EXPECT_EQ(plan_fused_staged(2, 32768, 2048, 132, h200, 2, true, 2).rows, 1);
+  EXPECT_EQ(plan_fused_staged(16, 131072, 2048, 132, h200, 2, true, 2).rows, 2);
+  EXPECT_EQ(plan_fused_staged(64, 131072, 2048, 132, h200, 2, true, 2).rows, 2);
+  EXPECT_EQ(plan_fused_staged(128, 32768, 2048, 132, h200, 2, true, 2).rows, 2);
+  EXPECT_EQ(plan_fused_staged(256, 32768, 2048, 132, h200, 2, true, 2).rows, 2);
+  EXPECT_EQ(plan_fused_staged(256, 131072, 2048, 132, h200, 2, true, 2).cluster, 0);
+  // Pairs only of next_n = 2 rows, whole requests.
+  EXPECT_EQ(plan_fused_staged(3, 65536, 2048, 132, h200, 2, true, 2).cluster, 0);
+  EXPECT_EQ(plan_fused_staged(4, 65536, 2048, 132, h200, 1, true, 2).cluster, 0);
+  EXPECT_EQ(plan_fused_staged(8, 65536, 2048, 132, h200, 4, true, 2).cluster, 0);
+  // Rows on their own keep their plans (rows_per_cta 1 is the default).
+  EXPECT_EQ(plan_fused_staged(2, 131072, 2048, 132, h200, 2, true, 1).segments,
+            plan_fused_staged(2, 131072, 2048, 132, h200, 2).segments);
   // Wider than 16 segments x 8 CTAs x 32,768 positions: none fits.
   EXPECT_EQ(plan_fused_staged(1, int64_t(kFusedStagedMaxSegments) * 8 * kTopKStagedMaxChunk + 1, 512, 132, h200).cluster, 0);
   // No cluster of any size: not this path.

@@ -61,8 +61,8 @@ for v in "${variants[@]}"; do
       # cluster cases hang under memcheck in some runs unless the variant is built with
       # -DFI_STAGED_SETMAXNREG=0 (session 16): sanitize that variant (SANITIZE_<name>=1).
       runs=("racecheck:$small" "memcheck:$small" "racecheck:GpuFused.SanitizerDecodeClustersLargeMerge"
-            "racecheck:GpuFused.SanitizerDecodeClustersMerge")
-      for c in EveryPosition GuessAndFallback Segments Fp8 LargeMerge Merge; do runs+=("memcheck:GpuFused.SanitizerDecodeClusters$c"); done
+            "racecheck:GpuFused.SanitizerDecodeClustersMerge" "racecheck:GpuFused.SanitizerDecodeClustersPairs")
+      for c in EveryPosition GuessAndFallback Segments Fp8 LargeMerge Merge Pairs; do runs+=("memcheck:GpuFused.SanitizerDecodeClusters$c"); done
       san_start=$SECONDS
       for ((i = 0; i < ${#runs[@]}; i++)); do
         tool=${runs[$i]%%:*} tfilter=${runs[$i]#*:}

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 namespace flashindexer::cuda {
 
@@ -254,9 +255,9 @@ inline int32_t fused_sample_tiles(int32_t cap, int32_t k, int32_t step_puts, int
   return int32_t(limit / step_puts / vote_every * vote_every);
 }
 
-// Fused operator, decode rows, mxfp4 or fp8 keys (fused_staged.cu): each row on its own (a
-// request's next_n rows read its keys next_n times; the lockstep kernel, fused_topk.cu,
-// reads them once for the group). A row's positions split into `segments` of `cluster`
+// Fused operator, decode rows, mxfp4 or fp8 keys (fused_staged.cu): each row on its own, or
+// (fused_staged_rows_per_cta) a request's two speculative rows together, scored by one CTA in
+// one pass over the keys (its stage holds both rows' scores). A row's positions split into `segments` of `cluster`
 // chunks of `chunk` positions (<= kTopKStagedMaxChunk: one CTA's stage of fp32 scores in
 // shared memory); a cluster of `cluster` CTAs scores a segment and selects its top K as
 // kStaged does; with several segments their top K go to the workspace and the merge kernel
@@ -319,19 +320,37 @@ struct FusedStagedPlan {
   int cluster = 0;   // CTAs per segment (2, 4 or 8); 0: not this path
   int segments = 1;  // per row
   int64_t chunk = 0; // positions per CTA, a multiple of kScorerTile
-  int64_t ctas_per_row() const { return int64_t(cluster) * segments; }
+  int rows = 1;      // rows per CTA: 2 scores a request's two speculative rows together
+  int64_t ctas_per_row() const { return int64_t(cluster) * segments; }  // (per group of `rows` rows)
 };
 
+// Rows per CTA of the cluster path: fp8 keys (V3.2, GLM-5) take a request's next_n = 2 rows
+// together, in one pass over its keys: the scorer's three consumer warpgroups hold the
+// group's 2 H columns in 152 registers each (setmaxnreg), none spilled. mxfp4 rows stay on
+// their own: the register-key path spills 322 bytes at H = 64 and 76 at H = 32 there. So do
+// next_n 3 and 4 (bounded by kFusedStagedMaxSpeculativePositions).
+// Experiment knob (host code): FI_FUSED_STAGED_GROUPS=0 keeps every row on its own.
+#ifndef FI_FUSED_STAGED_GROUPS
+#define FI_FUSED_STAGED_GROUPS 1
+#endif
+constexpr int fused_staged_rows_per_cta(bool fp8, int32_t next_n) {
+  return FI_FUSED_STAGED_GROUPS && fp8 && next_n == 2 ? 2 : 1;
+}
+// Positions per CTA of a pair: two stages of 62 KiB beside the scorer's 100 KiB (fp8, 128
+// columns: its f16 queries take 32 KiB) within the H200's 227 KiB.
+inline constexpr int64_t kFusedStagedPairMaxChunk = 15872;
+
 // Calls f(plan) for every plan with `cluster` CTAs per segment that covers max_context in
-// chunks a stage holds, with no empty segment, in increasing segments.
+// chunks a CTA's stages hold (`rows` of them: kFusedStagedPairMaxChunk for pairs), with no
+// empty segment, in increasing segments.
 template <class F>
-inline void for_each_fused_staged_plan(int64_t max_context, int cluster, F&& f) {
+inline void for_each_fused_staged_plan(int64_t max_context, int cluster, F&& f, int rows = 1) {
   for (int s = 1; s <= kFusedStagedMaxSegments; ++s) {
     const int64_t per = (max_context + int64_t(cluster) * s - 1) / (int64_t(cluster) * s);
     const int64_t chunk = (per + kScorerTile - 1) / kScorerTile * kScorerTile;
-    if (chunk > kTopKStagedMaxChunk) continue;
+    if (chunk > (rows > 1 ? kFusedStagedPairMaxChunk : kTopKStagedMaxChunk)) continue;
     if ((max_context + chunk - 1) / chunk <= int64_t(cluster) * (s - 1)) break;  // a segment would be empty
-    f(FusedStagedPlan{cluster, s, chunk});
+    f(FusedStagedPlan{cluster, s, chunk, rows});
   }
 }
 
@@ -346,27 +365,56 @@ inline void for_each_fused_staged_plan(int64_t max_context, int cluster, F&& f) 
 #endif
 inline constexpr int64_t kFusedStagedMaxSpeculativePositions = FI_FUSED_STAGED_MAX_SPECULATIVE;
 
-// by_position: the rows' outputs in position order (the cluster merge's).
-inline FusedStagedPlan plan_fused_staged(int64_t rows, int64_t max_context, int32_t k, int num_sms,
-                                         const ClusterCapacity& cap, int32_t next_n = 1, bool by_position = true) {
+// Pairs (rows_per_cta 2) take requests whose keys are at most this many positions (B x
+// max_context): H200, V3.2 next_n = 2 (docs/perf.md, session 20): B64 x 131,072 (8M) 794 us
+// against the lockstep kernel's 844; B128 x 131,072 (16M) 1,714 against 1,491.
+inline constexpr int64_t kFusedStagedMaxPairPositions = int64_t{1} << 23;
+
+// The cheapest plan with `rows_per_cta` rows per CTA, and its cost (INT64_MAX: none). A CTA of
+// two rows costs its chunk x 3 / 2 (one read of the keys, twice the MMA and epilogue work)
+// plus two finishes.
+inline std::pair<FusedStagedPlan, int64_t> cheapest_fused_staged_plan(int64_t rows, int64_t max_context, int32_t k,
+                                                                      int num_sms, const ClusterCapacity& cap,
+                                                                      bool by_position, int rows_per_cta) {
   FusedStagedPlan best;
-  if (!FI_FUSED_STAGED || rows <= 0 || max_context <= 0) return best;
-  if (next_n > 1 && rows / next_n * max_context > kFusedStagedMaxSpeculativePositions) return best;
   int64_t best_cost = INT64_MAX;
+  const int64_t groups = rows / rows_per_cta;
   for (const int c : {2, 4, 8}) {
     const int64_t fit = cap.at(c, num_sms);
     if (fit <= 0) continue;
-    for_each_fused_staged_plan(max_context, c, [&](const FusedStagedPlan& plan) {
-      const int64_t waves = (rows * plan.segments + fit - 1) / fit;
-      const int64_t cost = waves * (plan.chunk + kFusedStagedFinishCost) +
-                           fused_staged_merge_cost(plan.segments, k, by_position && kFusedStagedClusterMerge);
-      if (cost < best_cost) {
-        best_cost = cost;
-        best = plan;
-      }
-    });
+    for_each_fused_staged_plan(
+        max_context, c,
+        [&](const FusedStagedPlan& plan) {
+          const int64_t waves = (groups * plan.segments + fit - 1) / fit;
+          const int64_t cost =
+              waves * (plan.chunk * (1 + rows_per_cta) / 2 + rows_per_cta * kFusedStagedFinishCost) +
+              fused_staged_merge_cost(plan.segments, k, by_position && kFusedStagedClusterMerge);
+          if (cost < best_cost) {
+            best_cost = cost;
+            best = plan;
+          }
+        },
+        rows_per_cta);
   }
-  return best;
+  return {best, best_cost};
+}
+
+// by_position: the rows' outputs in position order (the cluster merge's). rows_per_cta:
+// fused_staged_rows_per_cta (2: next_n = 2 rows may go in pairs, up to
+// kFusedStagedMaxPairPositions; the cheaper of pairs and rows on their own, the latter within
+// kFusedStagedMaxSpeculativePositions). On the H200's V3.2 sweep B1 keeps rows on their own (8
+// CTAs a row: 58.7 us against pairs' 71.6 at 131,072) and B8 and up takes pairs.
+inline FusedStagedPlan plan_fused_staged(int64_t rows, int64_t max_context, int32_t k, int num_sms,
+                                         const ClusterCapacity& cap, int32_t next_n = 1, bool by_position = true,
+                                         int rows_per_cta = 1) {
+  if (!FI_FUSED_STAGED || rows <= 0 || max_context <= 0) return {};
+  if (rows_per_cta < 1 || rows % rows_per_cta != 0 || (rows_per_cta > 1 && rows_per_cta != next_n)) return {};
+  std::pair<FusedStagedPlan, int64_t> alone{FusedStagedPlan{}, INT64_MAX}, pairs = alone;
+  if (next_n == 1 || rows / next_n * max_context <= kFusedStagedMaxSpeculativePositions)
+    alone = cheapest_fused_staged_plan(rows, max_context, k, num_sms, cap, by_position, 1);
+  if (rows_per_cta > 1 && rows / rows_per_cta * max_context <= kFusedStagedMaxPairPositions)
+    pairs = cheapest_fused_staged_plan(rows, max_context, k, num_sms, cap, by_position, rows_per_cta);
+  return pairs.second < alone.second ? pairs.first : alone.first;
 }
 
 }  // namespace flashindexer::cuda

@@ -371,8 +371,10 @@ SyntheticSpec decode_rows(CacheFormat f, Generator g, int32_t requests, int64_t 
 flashindexer::cuda::FusedStagedPlan staged_plan_of(const HostProblem& h) {
   int sms = 0;
   EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
-  return flashindexer::cuda::plan_fused_staged(h.rows(), h.max_context, h.k, sms, sm90::staged_cluster_capacities(),
-                                               h.next_n, h.order == OutputOrder::kPosition);
+  return flashindexer::cuda::plan_fused_staged(
+      h.rows(), h.max_context, h.k, sms, sm90::staged_cluster_capacities(), h.next_n,
+      h.order == OutputOrder::kPosition,
+      flashindexer::cuda::fused_staged_rows_per_cta(h.format == CacheFormat::kFp8E4M3, h.next_n));
 }
 
 // Whether a plan's segments hand the ordered merge more keys than the selector's buffer holds
@@ -384,7 +386,9 @@ bool takes_larger_merge_buffer(const flashindexer::cuda::FusedStagedPlan& plan, 
 
 // The cluster path with a plan the cost model would not take (sm90::fused_staged_topk
 // directly, poisoned outputs and workspace) against dense + TopK.
-void expect_plan_exact(const HostProblem& h, const flashindexer::cuda::FusedStagedPlan& plan, const std::string& what) {
+// runs: calls, each on poisoned positions and compared (a race shows in some runs only).
+void expect_plan_exact(const HostProblem& h, const flashindexer::cuda::FusedStagedPlan& plan, const std::string& what,
+                       int runs = 1) {
   int optin = 0;
   GPU_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
   DeviceProblem d(h);
@@ -392,10 +396,14 @@ void expect_plan_exact(const HostProblem& h, const flashindexer::cuda::FusedStag
   const DenseThenTopK dense = gpu_dense_then_topk(d.p);
   DeviceOutputs out(d.p.rows.rows(), d.p.k);
   DeviceVector<uint8_t> ws(std::max<size_t>(sm90::fused_staged_workspace_bytes(d.p, plan), 1), 0xCD);
-  GPU_CHECK(sm90::fused_staged_topk(d.p, out.o, plan, ws.get(), nullptr));
-  GPU_CHECK(cudaDeviceSynchronize());
-  const HostResults fused = out.host();
-  EXPECT_EQ(first_difference(dense.results, fused), "") << what << ": forced plan vs GPU dense + GPU TopK";
+  HostResults fused;
+  for (int run = 0; run < runs; ++run) {
+    GPU_CHECK(cudaMemset(out.positions.get(), 0x7F, out.positions.n * 4));
+    GPU_CHECK(sm90::fused_staged_topk(d.p, out.o, plan, ws.get(), nullptr));
+    GPU_CHECK(cudaDeviceSynchronize());
+    fused = out.host();
+    ASSERT_EQ(first_difference(dense.results, fused), "") << what << ": forced plan vs GPU dense + GPU TopK, run " << run;
+  }
   std::printf("[ forced   ] %-44s rows %5lld  long rows %5lld\n", what.c_str(), (long long)h.rows(),
               (long long)long_rows(fused));
 }
@@ -522,6 +530,58 @@ TEST(GpuFused, ClusterMergeAtEverySegmentCount) {
     }
   }
   EXPECT_GE(cases, 42) << "segment counts 2 .. 15 or 16 at each K";
+}
+
+// Speculative rows in pairs (fp8, next_n = 2: one CTA scores a request's two rows in one pass
+// over its keys, the rows' selections one after the other): forced plans of 1, 2 and the most
+// segments at clusters of 2 and 8, both orders, on keys that tie, plateau, carry NaN and inf,
+// or ascend; requests whose windows end in their second segment, hold fewer than K positions,
+// hold one position (row 0's window empty), or fail their page check (both rows fail).
+TEST(GpuFused, SpeculativeRowPairsMatchDenseThenTopK) {
+  SKIP_WITHOUT_GPU();
+  using flashindexer::cuda::FusedStagedPlan;
+  const Generator gens[] = {Generator::kGaussian, Generator::kTies, Generator::kPlateau, Generator::kSpecials,
+                            Generator::kAscending};
+  int cases = 0;
+  for (int32_t k : {512, 2048})
+    for (int cluster : {2, 8}) {
+      std::vector<FusedStagedPlan> plans;
+      flashindexer::cuda::for_each_fused_staged_plan(
+          38000, cluster, [&](const FusedStagedPlan& p) { plans.push_back(p); }, 2);
+      ASSERT_FALSE(plans.empty());
+      for (const FusedStagedPlan* plan : {&plans.front(), &plans[std::min<size_t>(1, plans.size() - 1)], &plans.back()}) {
+        ASSERT_EQ(plan->rows, 2);
+        const Generator g = gens[cases % 5];
+        SyntheticSpec s = decode_rows(CacheFormat::kFp8E4M3, g, 5, 38000, k, 230 + uint64_t(cases));
+        s.next_n = 2;
+        s.order = cases % 3 == 2 ? OutputOrder::kRank : OutputOrder::kPosition;
+        HostProblem h = make(s);
+        const int64_t segment = int64_t(plan->cluster) * plan->chunk;
+        h.context_lens[1] = int32_t(std::min<int64_t>(segment + 100, 38000));
+        h.context_lens[2] = k - 7;
+        h.context_lens[3] = 1;
+        h.page_table[size_t(4 * h.table_width) + 3] = int32_t(h.num_pages + 5);
+        expect_plan_exact(h, *plan,
+                          "5 x 2 x 38,000 k " + std::to_string(k) + ", " + std::to_string(plan->segments) + " x " +
+                              std::to_string(plan->cluster) + ", " + to_string(g) +
+                              (s.order == OutputOrder::kRank ? " by rank" : " by position"));
+        ++cases;
+      }
+    }
+  // V3.2-like (H 64) and GLM-5-like (H 32) at 65,536, 2 segments of 8 CTAs, 10 calls each: the
+  // second row's selection starts while CTA 0 finishes the first (a missing CTA barrier there
+  // gave wrong first rows in about 1 of 1,000 in bench sweeps).
+  for (int32_t heads : {64, 32}) {
+    SyntheticSpec s = decode_rows(CacheFormat::kFp8E4M3, Generator::kGaussian, 6, 65536, 2048, 250 + uint64_t(heads));
+    s.next_n = 2;
+    s.num_heads = heads;
+    FusedStagedPlan plan;
+    flashindexer::cuda::for_each_fused_staged_plan(
+        65536, 8, [&](const FusedStagedPlan& p) { if (p.segments == 2) plan = p; }, 2);
+    ASSERT_EQ(plan.segments, 2);
+    expect_plan_exact(make(s), plan, "fp8 6 x 2 x 65,536 H " + std::to_string(heads) + ", 2 x 8 in pairs", 10);
+  }
+  EXPECT_EQ(cases, 12);
 }
 
 // Host only (CUDA builds run it in CI): which problems the cluster path takes.
@@ -777,6 +837,24 @@ TEST(GpuFused, SanitizerDecodeClustersMerge) {
   ASSERT_GT(plan.cluster, 0) << "no plan of 9 segments or more";
   expect_plan_exact(make(decode_rows(CacheFormat::kFp8E4M3, Generator::kTies, 2, 30000, 1024, 127)), plan,
                     "sanitizer fp8 decode cluster merge, " + std::to_string(plan.segments) + " segments");
+}
+
+// Speculative rows in pairs (racecheck and memcheck, fp8 keys): two rows' selections one after
+// the other in one cluster (CTA 0 finishing the first row while its warps and the other CTAs
+// start the second), in two segments merged by position, the second request's rows shorter
+// than a segment. (Small enough for racecheck: 2 x 30,000 positions did not finish in 420 s.)
+TEST(GpuFused, SanitizerDecodeClustersPairs) {
+  SKIP_WITHOUT_GPU();
+  using flashindexer::cuda::FusedStagedPlan;
+  FusedStagedPlan plan;  // cluster 0: none found
+  flashindexer::cuda::for_each_fused_staged_plan(
+      12000, 2, [&](const FusedStagedPlan& p) { if (plan.cluster == 0 && p.segments == 2) plan = p; }, 2);
+  ASSERT_GT(plan.cluster, 0) << "no plan of two segments";
+  SyntheticSpec s = decode_rows(CacheFormat::kFp8E4M3, Generator::kSpecials, 2, 12000, 512, 128);
+  s.next_n = 2;
+  HostProblem h = make(s);
+  h.context_lens[1] = 5000;
+  expect_plan_exact(h, plan, "sanitizer fp8 decode cluster pairs, " + std::to_string(plan.segments) + " segments");
 }
 
 // memcheck only (tools/device.sh): the sampled start, its guess failing, and the repair launch.

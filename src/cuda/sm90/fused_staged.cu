@@ -1,6 +1,8 @@
 // flashindexer sm_90a: the fused indexer TopK for decode rows, a cluster of CTAs per row
-// segment with the scores staged in shared memory (fused_topk's decode path: one row per
-// segment, any next_n (plan_fused_staged bounds speculative rows), mxfp4 or fp8, H = 64 or 32).
+// segment with the scores staged in shared memory (fused_topk's decode path: mxfp4 or fp8,
+// H = 64 or 32; one row per CTA, any next_n (plan_fused_staged bounds speculative rows), or
+// fp8 next_n = 2 rows in pairs: a CTA scores both rows of its request in one pass over the
+// keys and stages both).
 //
 // Purpose: the outputs of fused_topk.cu, bit-identical to dense_logits.cu followed by
 //   topk_over_logits.cu: the scores come from the dense kernel's scorer (paged_scorer.cuh,
@@ -8,8 +10,8 @@
 //   keys.
 // Algorithm (heuristics.h plan_fused_staged): a row's positions split into S segments of C
 //   chunks; a cluster of C CTAs scores a segment, each CTA one chunk, its sink storing every
-//   score in the CTA's stage (fp32 [chunk] in shared memory). Then, as topk_staged_kernel
-//   does over logits (staged_select.cuh):
+//   score in the CTA's stage (fp32 [rows][chunk] in shared memory). Then, for each row of the
+//   pair in turn, as topk_staged_kernel does over logits (staged_select.cuh):
 //   1. every CTA reads the same 2,048 samples of the segment's window from the cluster's
 //      stages (distributed shared memory) and takes the same guess tau, a radix floor at
 //      about mu + 5 sigma samples; none when the window fits the candidate buffer, which
@@ -24,12 +26,12 @@
 //      order are the row's candidates in position order;
 //   4. otherwise (a failed guess, a full buffer) CTA 0 streams every stage of the cluster
 //      through a BlockSelector (exact; S > 1: its K best to the slot in position order).
-// Warp roles: warpgroup 0 produces, 1-3 consume, each on every third tile (mxfp4: setmaxnreg
-//   48 / 152, back to 128 after the scoring; fp8: 128 registers throughout); then all 512
-//   threads select.
-// Shared memory: max(scorer ~77 KiB, RowSelector storage ~88 KiB), which the selection
-//   aliases once the scoring is done, + the stage (chunk x 4 B, at most 128 KiB; 16 KiB at
-//   least: rank order sorts K keys there): one CTA per SM.
+// Warp roles: warpgroup 0 produces, 1-3 consume, each on every third tile (mxfp4 and fp8
+//   pairs: setmaxnreg 48 / 152, back to 128 after the scoring; fp8 rows alone: 128 registers
+//   throughout); then all 512 threads select.
+// Shared memory: max(scorer 77-100 KiB, RowSelector storage ~88 KiB), which the selection
+//   aliases once the scoring is done, + the stages (per row max(chunk x 4 B, 16 KiB: rank
+//   order sorts K keys there); at most 128 KiB alone, 124 KiB for a pair): one CTA per SM.
 // Measured (docs/perf.md, sessions 14-19): V4-Pro decode B = 64 x 65,536 216 us against
 //   249 us for dense + TopK; V3.2 1.08x; B = 1 (with the cluster merge): V4-Pro x 262,144
 //   1.15x, V4-Flash 0.91x, V3.2 0.98-1.16x.
@@ -90,13 +92,15 @@ struct StagedShared {
   uint32_t first[cuda::kTopKStagedMaxCluster];  // CTA 0: index of each CTA's first candidate in the gather
   uint32_t count;  // this CTA's candidates
   uint32_t nan;    // a NaN among this CTA's scores
+  GroupRow rows[2];  // the group's rows (the scorer's copy is overwritten by the selector)
 };
 
 struct StageSink {  // positions < max_context <= INT32_MAX
   static constexpr bool kLockstep = false;
   float* stage;
   int32_t c0;
-  __device__ void put(int, int64_t, int64_t pos, float v) const { stage[int32_t(pos) - c0] = v; }
+  int32_t stride;  // floats between the stages of the group's rows
+  __device__ void put(int r, int64_t, int64_t pos, float v) const { stage[r * stride + int32_t(pos) - c0] = v; }
 };
 
 template <class Smem>
@@ -106,65 +110,33 @@ constexpr size_t stage_offset() {
 }
 constexpr size_t kMinStageBytes = size_t(kMaxK) * 8;
 
-template <class Smem>
-size_t staged_smem_bytes(int64_t chunk) {
-  return 1024 + stage_offset<Smem>() + std::max(size_t(chunk) * 4, kMinStageBytes);
+// Floats between the stages of a group's rows: each row's stage holds its chunk and, once its
+// selection is done, K keys of scratch (rank order sorts them there).
+__host__ __device__ constexpr int64_t stage_stride(int64_t chunk) {
+  return chunk * 4 > int64_t(kMinStageBytes) ? chunk : int64_t(kMinStageBytes) / 4;
 }
 
-template <CacheFormat kFormat, int kHeads, ScoreAccuracy kAccuracy>
-__global__ void __launch_bounds__(kThreads, 1)
-    fused_staged_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ StagedParams f) {
-  using Core = PagedScorer<kFormat, kHeads, 1, kAccuracy, 3>;
-  static_assert(Core::kThreads == kThreads);
-  extern __shared__ uint8_t smem_raw[];
-  auto& sm = carve<typename Core::Smem>(smem_raw);
-  uint8_t* base = reinterpret_cast<uint8_t*>(&sm);
-  float* stage = reinterpret_cast<float*>(base + stage_offset<typename Core::Smem>());
-  __shared__ StagedShared ss;
-  StagedClock prof;
-  long long pt = prof.now();
-  {
-    const int64_t cta = blockIdx.x;
-    const int64_t group = a.g.groups - 1 - cta / a.g.splits;
-    const int64_t split = cta % a.g.splits;
-    const int64_t c0 = min(split * a.g.chunk, a.rows.max_context), c1 = min(c0 + a.g.chunk, a.rows.max_context);
-    if (threadIdx.x == 0) {
-      ss.split = split;
-      ss.c0 = c0;
-      ss.c1 = c1;
-    }
-    Core::setup(a, sm, group, c0, c1);  // ends with a CTA barrier
+template <class Smem>
+size_t staged_smem_bytes(int64_t chunk, int rows) {
+  return 1024 + stage_offset<Smem>() + size_t(rows) * size_t(stage_stride(chunk)) * 4;
+}
 
-    if (threadIdx.x < 128) {
-      if constexpr (Core::kRegKeys && kMoveRegs) ptx::regs_dealloc<FI_STAGED_PRODUCER_REGS>();
-      Core::produce(a, sm);
-      if constexpr (Core::kRegKeys && kMoveRegs) ptx::regs_alloc<128>();
-    } else {
-      if constexpr (Core::kRegKeys && kMoveRegs) ptx::regs_alloc<kConsumerRegs>();
-      StageSink sink{stage, int32_t(c0)};
-      Core::consume(sm, int(threadIdx.x) / 128 - 1, sink);
-      if constexpr (Core::kRegKeys && kMoveRegs) ptx::regs_dealloc<128>();
-    }
-  }
-  __syncthreads();  // every score is staged; the consumers' NaN flag is in sm.rows[0]
-  // S > 1: the merge (a programmatic dependent launch) may start once every CTA is here: it
-  // checks its row's window and pages during the selection below, then waits for this grid.
-  if (f.segments > 1) ptx::launch_dependents();
-  // (The CTA's coordinates come back from shared memory: nothing but the scorer's own state
-  // stays in registers through the scoring.)
-  const cg::cluster_group cluster = cg::this_cluster();
+// One row of the CTA's group, after the scoring: steps 1-4 of the file comment over the row's
+// segment, whose scores lie in `stage` (this CTA's chunk; cells outside the row's window are
+// never read). Every CTA of the cluster calls it for each row of its group in turn, the same
+// rows in the same order; CTA 0 finishes each (the others go on to the next row and meet it at
+// that row's second cluster barrier). first_row: whether the scoring's stages still need the
+// cluster barrier that publishes them; a later row starts with a CTA barrier instead (without
+// it, CTA 0's fast warps wrote the next row's samples over candidates that its slow warps were
+// still emitting: bench sweeps caught wrong first rows, docs/perf.md session 20).
+template <class Clock>
+__device__ void select_row(const cg::cluster_group& cluster, const ScorerArgs& a, const StagedParams& f,
+                           StagedShared& ss, RowSelector::Storage& st, float* stage, const GroupRow gr,
+                           bool first_row, Clock& prof, long long& pt) {
   const uint32_t rank = cluster.block_rank(), ctas = cluster.num_blocks();
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   const int64_t split = ss.split, c0 = ss.c0, c1 = ss.c1;
   const int64_t max_context = a.rows.max_context;
-  const GroupRow gr = sm.rows[0];
-  if (threadIdx.x < Core::kStages) {  // their words become the selector's
-    ptx::mbar_inval(&sm.full[threadIdx.x]);
-    ptx::mbar_inval(&sm.empty[threadIdx.x]);
-  }
-  __syncthreads();
-  auto& st = *reinterpret_cast<RowSelector::Storage*>(base);  // aliases the scorer's shared memory
-  prof.lap(kStagedProfileScore, pt);
 
   // The segment: positions [seg0, seg1) of the row, in-window [lo, hi) (empty for a failed row).
   const int64_t chunk = a.g.chunk;
@@ -175,7 +147,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t len = hi - lo;
   const bool take_all = len <= RowSelector::kCap;
   const int64_t need = take_all ? 0 : staged_guess_rank(len, f.k);
-  cluster.sync();  // every stage of the segment is written
+  if (first_row)
+    cluster.sync();  // every stage of the segment is written
+  else  // CTA 0's finish of the row before reads st.cand and ss.warp_count until every warp is here
+    __syncthreads();
 
   // 1. The guess, from the same samples in every CTA.
   uint64_t tau = 0;
@@ -267,12 +242,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   }
-  cluster.sync();  // CTA 0 has read every other CTA's shared memory: they may exit
+  cluster.sync();  // CTA 0 has read every other CTA's shared memory for this row
   prof.lap(kStagedProfileGather, pt);
-  if (rank != 0 || gr.row < 0) {
-    prof.flush(threadIdx.x == 0, staged_profile_sums());
-    return;
-  }
+  if (rank != 0 || gr.row < 0) return;
 
   const int64_t row = gr.row;
   const RowWindow w{gr.request, gr.start, gr.end, gr.status};
@@ -290,7 +262,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       write_row(ta, row, w, status, kept, sorted);
     }
     prof.lap(kStagedProfileFinish, pt);
-    prof.flush(threadIdx.x == 0, staged_profile_sums());
     return;
   }
   // S > 1: the segment's top K (unsorted) to its workspace slot.
@@ -314,17 +285,92 @@ __global__ void __launch_bounds__(kThreads, 1)
     f.ws.status[slot] = status;  // (the cluster merge takes the row check from here)
   }
   prof.lap(kStagedProfileFinish, pt);
+}
+
+
+template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
+__global__ void __launch_bounds__(kThreads, 1)
+    fused_staged_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ StagedParams f) {
+  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, 3>;
+  static_assert(Core::kThreads == kThreads);
+  extern __shared__ uint8_t smem_raw[];
+  auto& sm = carve<typename Core::Smem>(smem_raw);
+  uint8_t* base = reinterpret_cast<uint8_t*>(&sm);
+  float* stage = reinterpret_cast<float*>(base + stage_offset<typename Core::Smem>());  // [kRows][stride]
+  const int32_t stride = int32_t(stage_stride(a.g.chunk));
+  __shared__ StagedShared ss;
+  StagedClock prof;
+  long long pt = prof.now();
+  {
+    const int64_t cta = blockIdx.x;
+    const int64_t group = a.g.groups - 1 - cta / a.g.splits;
+    const int64_t split = cta % a.g.splits;
+    const int64_t c0 = min(split * a.g.chunk, a.rows.max_context), c1 = min(c0 + a.g.chunk, a.rows.max_context);
+    if (threadIdx.x == 0) {
+      ss.split = split;
+      ss.c0 = c0;
+      ss.c1 = c1;
+    }
+    Core::setup(a, sm, group, c0, c1);  // ends with a CTA barrier
+
+    if (threadIdx.x < 128) {
+      if constexpr (Core::kSplitRegs && kMoveRegs) ptx::regs_dealloc<FI_STAGED_PRODUCER_REGS>();
+      Core::produce(a, sm);
+      if constexpr (Core::kSplitRegs && kMoveRegs) ptx::regs_alloc<128>();
+    } else {
+      if constexpr (Core::kSplitRegs && kMoveRegs) ptx::regs_alloc<kConsumerRegs>();
+      StageSink sink{stage, int32_t(c0), stride};
+      Core::consume(sm, int(threadIdx.x) / 128 - 1, sink);
+      if constexpr (Core::kSplitRegs && kMoveRegs) ptx::regs_dealloc<128>();
+    }
+  }
+  __syncthreads();  // every score is staged; the consumers' NaN flags are in sm.rows
+  // S > 1: the merge (a programmatic dependent launch) may start once every CTA is here: it
+  // checks its row's window and pages during the selection below, then waits for this grid.
+  if (f.segments > 1) ptx::launch_dependents();
+  // (The CTA's coordinates come back from shared memory: nothing but the scorer's own state
+  // stays in registers through the scoring.)
+  static_assert(kRows <= 2, "StagedShared holds two rows");
+  if (threadIdx.x < kRows) ss.rows[threadIdx.x] = sm.rows[threadIdx.x];
+  if (threadIdx.x < Core::kStages) {  // their words become the selector's
+    ptx::mbar_inval(&sm.full[threadIdx.x]);
+    ptx::mbar_inval(&sm.empty[threadIdx.x]);
+  }
+  __syncthreads();
+  auto& st = *reinterpret_cast<RowSelector::Storage*>(base);  // aliases the scorer's shared memory
+  prof.lap(kStagedProfileScore, pt);
+  const cg::cluster_group cluster = cg::this_cluster();
+#pragma unroll 1
+  for (int r = 0; r < kRows; ++r)
+    select_row(cluster, a, f, ss, st, stage + int64_t(r) * stride, ss.rows[r], r == 0, prof, pt);
   prof.flush(threadIdx.x == 0, staged_profile_sums());
 }
 
-template <CacheFormat kFormat, int kHeads>
-using StagedSmem = typename PagedScorer<kFormat, kHeads, 1, ScoreAccuracy::kFp32, 3>::Smem;
+template <CacheFormat kFormat, int kHeads, int kRows>
+using StagedSmem = typename PagedScorer<kFormat, kHeads, kRows, ScoreAccuracy::kFp32, 3>::Smem;
 
-template <CacheFormat kFormat, int kHeads>
+// The group shapes this kernel is built for (heuristics.h fused_staged_rows_per_cta).
+template <CacheFormat kFormat, int kHeads, int kRows>
+constexpr bool kStagedShape =
+    kRows == 1 || (kRows == 2 && cuda::fused_staged_rows_per_cta(kFormat == CacheFormat::kFp8E4M3, 2) == 2);
+
+// fn.template operator()<kFormat, kHeads, kRows>() for a group shape of this kernel; else `none`.
+template <class R, class Fn>
+R with_staged_shape(CacheFormat format, int32_t heads, int32_t rows, R none, Fn&& fn) {
+  return with_scorer_shape(format, heads, rows, none, [&]<CacheFormat kF, int kH, int kR>() -> R {
+    if constexpr (kStagedShape<kF, kH, kR>)
+      return fn.template operator()<kF, kH, kR>();
+    else
+      return none;
+  });
+}
+
+template <CacheFormat kFormat, int kHeads, int kRows>
 cudaError_t launch(const ScorerArgs& a, const StagedParams& f, int cluster, cudaStream_t stream) {
-  auto kernel = a.accuracy == ScoreAccuracy::kReduced ? fused_staged_kernel<kFormat, kHeads, ScoreAccuracy::kReduced>
-                                                      : fused_staged_kernel<kFormat, kHeads, ScoreAccuracy::kFp32>;
-  const size_t smem = staged_smem_bytes<StagedSmem<kFormat, kHeads>>(a.g.chunk);
+  auto kernel = a.accuracy == ScoreAccuracy::kReduced
+                    ? fused_staged_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kReduced>
+                    : fused_staged_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kFp32>;
+  const size_t smem = staged_smem_bytes<StagedSmem<kFormat, kHeads, kRows>>(a.g.chunk, kRows);
   if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
       e != cudaSuccess)
     return e;
@@ -337,9 +383,10 @@ bool fused_staged_applies(const IndexerProblem& p, const cuda::FusedStagedPlan& 
   if (plan.cluster <= 0 || p.rows.form != RowForm::kDecode) return false;
   if (p.rows.rows() > INT32_MAX / plan.ctas_per_row()) return false;  // one grid x index per CTA
   if (p.cache.format == CacheFormat::kMxfp4 && !ScorerSmem<64, true>::kRegKeys) return false;
-  const size_t smem = with_scorer_shape(p.cache.format, p.queries.num_heads, 1, SIZE_MAX,
-                                        [&]<CacheFormat kF, int kH, int>() {
-                                          return staged_smem_bytes<StagedSmem<kF, kH>>(plan.chunk);
+  if (plan.rows > 1 && plan.rows != p.rows.next_n) return false;  // (the stages' size is checked below)
+  const size_t smem = with_staged_shape(p.cache.format, p.queries.num_heads, plan.rows, SIZE_MAX,
+                                        [&]<CacheFormat kF, int kH, int kR>() {
+                                          return staged_smem_bytes<StagedSmem<kF, kH, kR>>(plan.chunk, kR);
                                         });
   return smem <= smem_limit && smem + sizeof(StagedShared) <= smem_limit;  // (+ the static shared memory)
 }
@@ -363,9 +410,9 @@ cudaError_t fused_staged_topk(const IndexerProblem& p, const TopKOutputs& out, c
   const int64_t rows = p.rows.rows();
   if (rows == 0) return cudaSuccess;
   cuda::ScorerPlan g;
-  g.rows_per_group = 1;
-  g.group_stride = 1;
-  g.groups = rows;
+  g.rows_per_group = plan.rows;  // (fused_staged_applies: a request's next_n rows)
+  g.group_stride = plan.rows;
+  g.groups = rows / plan.rows;
   g.splits = int32_t(plan.ctas_per_row());
   g.max_splits = g.splits;
   g.chunk = plan.chunk;
@@ -376,9 +423,9 @@ cudaError_t fused_staged_topk(const IndexerProblem& p, const TopKOutputs& out, c
   f.order = p.order;
   f.segments = plan.segments;
   f.ws = plan.segments > 1 ? SplitCandidates::in(workspace, rows, plan.segments, p.k) : SplitCandidates{};
-  const cudaError_t e = with_scorer_shape(p.cache.format, p.queries.num_heads, 1, cudaErrorInvalidConfiguration,
-                                          [&]<CacheFormat kF, int kH, int>() {
-                                            return launch<kF, kH>(a, f, plan.cluster, stream);
+  const cudaError_t e = with_staged_shape(p.cache.format, p.queries.num_heads, plan.rows, cudaErrorInvalidConfiguration,
+                                          [&]<CacheFormat kF, int kH, int kR>() {
+                                            return launch<kF, kH, kR>(a, f, plan.cluster, stream);
                                           });
   if (e != cudaSuccess || plan.segments <= 1) return e;
   TopKArgs m{nullptr, 0, p.rows, p.cache.pages, p.k, p.order, out, plan.segments, workspace};

@@ -55,7 +55,7 @@
 //   serves 256 columns); with N <= 128 they take alternate tiles. The dense kernel's
 //   register-key groups of N <= 64 run a third consumer warpgroup (512 threads, every
 //   third tile; dense_logits.cu); so do the fused decode clusters' groups of N <= 64 of
-//   both formats (fused_staged.cu).
+//   both formats and their fp8 pairs of rows, N <= 128 (fused_staged.cu).
 //   When a consumer holds 128 columns or converts keys the producer gives it registers
 //   (setmaxnreg 88 / 208; with three consumers 40 / 152); its weights live in registers.
 // Sinks: put(r, row, position, score) for every in-window score (r: the row's index in
@@ -260,9 +260,9 @@ __device__ Smem& carve(uint8_t* raw) {
   return *reinterpret_cast<Smem*>(raw + pad);
 }
 
-// kConsumerWgs: consumer warpgroups (2; 3 for groups of N <= 64 on the register-key or fp8
-// path: dense_logits.cu's register-key groups, fused_staged.cu; the lockstep sink of
-// fused_topk.cu needs 2).
+// kConsumerWgs: consumer warpgroups (2; 3 for groups of N <= 64 on the register-key path and
+// N <= 128 on the fp8 path: dense_logits.cu's register-key groups, fused_staged.cu; the
+// lockstep sink of fused_topk.cu needs 2).
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy, int kConsumerWgs = 2>
 struct PagedScorer {
   static constexpr int kN = kHeads * kRows;
@@ -281,8 +281,8 @@ struct PagedScorer {
   // warpgroups: 40 / 152, dense_logits.cu).
   static constexpr bool kSplitRegs = kNw >= 128 || kRegKeys;
   static constexpr int kThreads = 128 * (1 + kConsumerWgs);
-  static_assert(kConsumerWgs == 2 || (kConsumerWgs == 3 && (kRegKeys || !kMx) && kNw <= 64),
-                "three consumer warpgroups: groups of N <= 64 on the register-key or fp8 path only");
+  static_assert(kConsumerWgs == 2 || (kConsumerWgs == 3 && ((kRegKeys && kNw <= 64) || (!kMx && kNw <= 128))),
+                "three consumer warpgroups: groups of N <= 64 on the register-key path, N <= 128 on the fp8 path");
   // fp8 caches in the default mode score with FP16 WGMMAs in one chain (mma_tile_f16).
   static constexpr bool kF16 = !kMx && kAccuracy == ScoreAccuracy::kFp32;
   // mxfp4 groups that share tiles can take the integer path (s8 WGMMA; sm.q_s8 per CTA) in the
