@@ -34,7 +34,8 @@
 //   order sorts K keys there); at most 128 KiB alone, 124 KiB for a pair): one CTA per SM.
 // Measured (docs/perf.md, sessions 14-19): V4-Pro decode B = 64 x 65,536 216 us against
 //   249 us for dense + TopK; V3.2 1.08x; B = 1 (with the cluster merge): V4-Pro x 262,144
-//   1.15x, V4-Flash 0.91x, V3.2 0.98-1.16x.
+//   1.15x, V4-Flash 0.91x, V3.2 0.98-1.16x; V3.2 next_n = 2 in pairs (session 20): B32 x
+//   131,072 0.89x, B128 x 32,768 0.81x (rows alone 0.79x, 0.72x).
 #include <cooperative_groups.h>
 
 #include "cluster_launch.h"
