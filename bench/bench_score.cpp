@@ -143,6 +143,21 @@ std::string output_difference(const TopKOutputs& a, const TopKOutputs& b, int64_
   return "";
 }
 
+// The decode-cluster plan that the CUDA backend takes for p (cuda_backend.cpp's staged_plan)
+// where it applies on this device; cluster 0 otherwise (the lockstep kernel runs).
+cuda::FusedStagedPlan backend_staged_plan(const IndexerProblem& p) {
+  int dev = 0, sms = 0, smem_optin = 0;
+  if (p.rows.form != RowForm::kDecode || cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+    return {};
+  const cuda::FusedStagedPlan plan = cuda::plan_fused_staged(
+      p.rows.rows(), p.rows.max_context, p.k, sms, sm90::staged_cluster_capacities(), p.rows.next_n,
+      p.order == OutputOrder::kPosition,
+      cuda::fused_staged_rows_per_cta(p.cache.format == CacheFormat::kFp8E4M3, p.rows.next_n));
+  return sm90::fused_staged_applies(p, plan, size_t(smem_optin)) ? plan : cuda::FusedStagedPlan{};
+}
+
 // --plan-sweep (a developer tool: the data behind heuristics.h's plan_fused_staged): on a
 // decode point, every plan of the fused decode clusters (fused_staged.cu) that
 // covers the row, timed through sm90::fused_staged_topk with poisoned outputs and compared
@@ -150,15 +165,12 @@ std::string output_difference(const TopKOutputs& a, const TopKOutputs& b, int64_
 // says "chosen": true.
 int sweep_staged_plans(const ScorePoint& pt, IndexerProblem p, TopKOutputs (&outs)[2], const BenchOptions& opt,
                        const nlohmann::json& base, double dense_ms, DeviceBuffers& mem, PoolRotation& rotation) {
-  int dev = 0, sms = 0, smem_optin = 0;
+  int dev = 0, smem_optin = 0;
   BENCH_CHECK(cudaGetDevice(&dev));
-  BENCH_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   BENCH_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  const cuda::ClusterCapacity cap = sm90::staged_cluster_capacities();
   const int64_t rows = p.rows.rows();
   const int grouped = cuda::fused_staged_rows_per_cta(p.cache.format == CacheFormat::kFp8E4M3, p.rows.next_n);
-  const cuda::FusedStagedPlan chosen = cuda::plan_fused_staged(rows, p.rows.max_context, p.k, sms, cap, p.rows.next_n,
-                                                                 p.order == OutputOrder::kPosition, grouped);
+  const cuda::FusedStagedPlan chosen = backend_staged_plan(p);
   std::vector<cuda::FusedStagedPlan> plans;
   size_t ws_bytes = 1;
   // Rows on their own, and grouped where the backend groups them.
@@ -340,6 +352,14 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
     j["l2_rotation"] = rotation.n;
     j["identical"] = identical;
     if (!identical) j["difference"] = difference;
+    if (path == 0 && pt.decode) {  // the decode clusters' plan, or the lockstep kernel
+      const cuda::FusedStagedPlan plan = backend_staged_plan(p);
+      j["staged_plan"] = plan.cluster == 0 ? nlohmann::json("lockstep")
+                                           : nlohmann::json{{"cluster", plan.cluster},
+                                                            {"segments", plan.segments},
+                                                            {"chunk", plan.chunk},
+                                                            {"rows_per_cta", plan.rows}};
+    }
     j["tensor_floor_ms"] = w.flops / (gemm_tflops * 1e9);
     j["key_read_floor_ms"] = w.key_bytes / (copy_gbps * 1e6);
     j["x_tensor_floor"] = ms / (w.flops / (gemm_tflops * 1e9));

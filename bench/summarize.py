@@ -28,13 +28,24 @@ def fused(recs):
     if not rows:
         return
     print(f"{'point':34} {'K':>5} {'fused ms':>9} {'dense+topk':>10} {'speedup':>8} {'x tensor':>9}"
-          f" {'x HBM':>7} {'fused MiB':>9} {'dense MiB':>9} {'same':>5}")
+          f" {'x HBM':>7} {'fused MiB':>9} {'dense MiB':>9} {'same':>5}  plan")
     for r in rows:
         d = dense.get(r["point"], {})
         print(f"{r['point']:34} {r['k']:>5} {r['time_ms']:>9.4f} {d.get('time_ms', float('nan')):>10.4f}"
               f" {r['speedup_vs_dense']:>8.2f} {r['x_tensor_floor']:>9.2f} {r['x_key_read_floor']:>7.2f}"
               f" {r['extra_bytes'] / 2**20:>9.1f} {d.get('extra_bytes', float('nan')) / 2**20:>9.1f}"
-              f" {str(r['identical']):>5}")
+              f" {str(r['identical']):>5}  {plan_name(r.get('staged_plan'))}")
+        if not r["identical"] and "difference" in r:
+            print(f"  first difference: {r['difference']}")
+
+
+def plan_name(plan):
+    """A decode-cluster plan as cluster x segments (p: rows in pairs); '' for records without one."""
+    if plan is None:
+        return ""
+    if isinstance(plan, str):
+        return plan
+    return f"{plan['cluster']}x{plan['segments']}{'p' if plan.get('rows_per_cta', 1) > 1 else ''}"
 
 
 def profile(recs):
@@ -66,13 +77,17 @@ def profile(recs):
 
 
 def plans(recs):
-    """--plan-sweep: every fused decode-cluster plan per point, fastest first; * = the model's pick."""
+    """--plan-sweep: every fused decode-cluster plan per point, fastest first; * = the model's pick,
+    p = rows in pairs, ! = outputs not bit-identical to dense + TopK."""
     sweep = [r for r in recs if r.get("op") == "fused_staged_plan"]
     for point in dict.fromkeys(r["point"] for r in sweep):
         pts = sorted((r for r in sweep if r["point"] == point), key=lambda r: r["time_ms"])
         print(f"{point} (K {pts[0]['k']}, dense+topk {pts[0]['dense_then_topk_ms']:.4f} ms): plan ms, fastest first")
-        print("  " + "  ".join(f"{'*' if r['chosen'] else ''}{r['cluster']}x{r['segments']}:{r['time_ms']:.4f}"
+        print("  " + "  ".join(f"{'*' if r['chosen'] else ''}{plan_name(r)}:{r['time_ms']:.4f}"
                                f"{'' if r['identical'] else '!'}" for r in pts[:12]))
+        for r in pts:
+            if not r["identical"] and "difference" in r:
+                print(f"  {plan_name(r)} first difference: {r['difference']}")
 
 
 def main(path):

@@ -500,6 +500,11 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
   EXPECT_GT(checked_large, 0) << "no plan's keys took the merge's larger buffer";
 }
 
+// Keys for the merges' radix passes: gaussian, tied, plateaus, NaN and inf, ascending (passes
+// down to the position bits).
+constexpr Generator kMergeKeys[] = {Generator::kGaussian, Generator::kTies, Generator::kPlateau, Generator::kSpecials,
+                                    Generator::kAscending};
+
 // The cluster merge (position order; topk_over_logits.cu): every segment count that clusters
 // of 2 reach at 38,000 positions (2 .. 16: one or two segments per merging CTA), K 512, 700
 // (segments that end inside a thread's last item) and 2048, on keys that tie, plateau, carry NaN and inf, or ascend (radix passes down to the
@@ -508,8 +513,7 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
 TEST(GpuFused, ClusterMergeAtEverySegmentCount) {
   SKIP_WITHOUT_GPU();
   using flashindexer::cuda::FusedStagedPlan;
-  const Generator gens[] = {Generator::kGaussian, Generator::kTies, Generator::kPlateau, Generator::kSpecials,
-                            Generator::kAscending};
+  const auto& gens = kMergeKeys;
   int cases = 0;
   for (int32_t k : {512, 700, 2048}) {
     std::vector<FusedStagedPlan> plans;
@@ -540,8 +544,7 @@ TEST(GpuFused, ClusterMergeAtEverySegmentCount) {
 TEST(GpuFused, SpeculativeRowPairsMatchDenseThenTopK) {
   SKIP_WITHOUT_GPU();
   using flashindexer::cuda::FusedStagedPlan;
-  const Generator gens[] = {Generator::kGaussian, Generator::kTies, Generator::kPlateau, Generator::kSpecials,
-                            Generator::kAscending};
+  const auto& gens = kMergeKeys;
   int cases = 0;
   for (int32_t k : {512, 2048})
     for (int cluster : {2, 8}) {
