@@ -540,7 +540,8 @@ TEST(GpuFused, ClusterMergeAtEverySegmentCount) {
 // over its keys, the rows' selections one after the other): forced plans of 1, 2 and the most
 // segments at clusters of 2 and 8, both orders, on keys that tie, plateau, carry NaN and inf,
 // or ascend; requests whose windows end in their second segment, hold fewer than K positions,
-// hold one position (row 0's window empty), or fail their page check (both rows fail).
+// hold one position (row 0's window empty), fail their page check (both rows fail), or end one
+// past max_context (row 1 fails, row 0 holds the whole width).
 TEST(GpuFused, SpeculativeRowPairsMatchDenseThenTopK) {
   SKIP_WITHOUT_GPU();
   using flashindexer::cuda::FusedStagedPlan;
@@ -555,7 +556,7 @@ TEST(GpuFused, SpeculativeRowPairsMatchDenseThenTopK) {
       for (const FusedStagedPlan* plan : {&plans.front(), &plans[std::min<size_t>(1, plans.size() - 1)], &plans.back()}) {
         ASSERT_EQ(plan->rows, 2);
         const Generator g = gens[cases % 5];
-        SyntheticSpec s = decode_rows(CacheFormat::kFp8E4M3, g, 5, 38000, k, 230 + uint64_t(cases));
+        SyntheticSpec s = decode_rows(CacheFormat::kFp8E4M3, g, 6, 38000, k, 230 + uint64_t(cases));
         s.next_n = 2;
         s.order = cases % 3 == 2 ? OutputOrder::kRank : OutputOrder::kPosition;
         HostProblem h = make(s);
@@ -564,8 +565,9 @@ TEST(GpuFused, SpeculativeRowPairsMatchDenseThenTopK) {
         h.context_lens[2] = k - 7;
         h.context_lens[3] = 1;
         h.page_table[size_t(4 * h.table_width) + 3] = int32_t(h.num_pages + 5);
+        h.context_lens[5] = 38001;
         expect_plan_exact(h, *plan,
-                          "5 x 2 x 38,000 k " + std::to_string(k) + ", " + std::to_string(plan->segments) + " x " +
+                          "6 x 2 x 38,000 k " + std::to_string(k) + ", " + std::to_string(plan->segments) + " x " +
                               std::to_string(plan->cluster) + ", " + to_string(g) +
                               (s.order == OutputOrder::kRank ? " by rank" : " by position"));
         ++cases;

@@ -288,7 +288,6 @@ __device__ void select_row(const cg::cluster_group& cluster, const ScorerArgs& a
   prof.lap(kStagedProfileFinish, pt);
 }
 
-
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 __global__ void __launch_bounds__(kThreads, 1)
     fused_staged_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ StagedParams f) {
