@@ -611,7 +611,21 @@ TEST(FusedDecodeClusters, AppliesToDecodeRowsOfOneRequestWithinTheGrid) {
   p.queries.num_heads = 64;
   p.rows.next_n = 2;  // speculative rows: one row per cluster segment too
   EXPECT_TRUE(sm90::fused_staged_applies(p, plan, kH200));
+  // fp8 pairs (a request's two rows per CTA): both stages fit beside the scorer's 100 KiB up to
+  // kFusedStagedPairMaxChunk positions; not mxfp4 (no kernel: its consumers would spill), not
+  // for rows that are not next_n = 2.
+  using flashindexer::cuda::kFusedStagedPairMaxChunk;
+  const flashindexer::cuda::FusedStagedPlan pair{2, 2, kFusedStagedPairMaxChunk, 2};
+  EXPECT_TRUE(sm90::fused_staged_applies(p, pair, kH200));
+  EXPECT_FALSE(sm90::fused_staged_applies(p, {2, 2, kFusedStagedPairMaxChunk + 1024, 2}, kH200)) << "stages too wide";
+  p.queries.num_heads = 32;
+  EXPECT_TRUE(sm90::fused_staged_applies(p, pair, kH200)) << "H = 32";
+  p.queries.num_heads = 64;
+  p.cache.format = CacheFormat::kMxfp4;
+  EXPECT_FALSE(sm90::fused_staged_applies(p, pair, kH200)) << "mxfp4 pairs";
+  p.cache.format = CacheFormat::kFp8E4M3;
   p.rows.next_n = 1;
+  EXPECT_FALSE(sm90::fused_staged_applies(p, pair, kH200)) << "pairs of next_n = 1 rows";
   p.rows.num_requests = INT32_MAX;
   EXPECT_FALSE(sm90::fused_staged_applies(p, plan, kH200)) << "2 x INT32_MAX CTAs";
   p.rows.form = RowForm::kRagged;
