@@ -735,6 +735,51 @@ TEST(GpuFused, GraphReplayWithMutatedMetadata) {
   }
 }
 
+// fp8 pairs captured in a graph (sm90::fused_staged_topk with a forced plan of two segments:
+// the pairs kernel and the cluster merge), replayed with new lengths, one of them ending past
+// max_context (that request's second row fails alone), against dense + TopK each time.
+TEST(GpuFused, GraphReplayOfPairsWithMutatedLengths) {
+  SKIP_WITHOUT_GPU();
+  using flashindexer::cuda::FusedStagedPlan;
+  SyntheticSpec s = decode_rows(CacheFormat::kFp8E4M3, Generator::kGaussian, 3, 20000, 512, 101);
+  s.next_n = 2;
+  HostProblem h = make(s);
+  FusedStagedPlan plan;
+  flashindexer::cuda::for_each_fused_staged_plan(
+      20000, 2, [&](const FusedStagedPlan& p) { if (plan.cluster == 0 && p.segments == 2) plan = p; }, 2);
+  ASSERT_EQ(plan.segments, 2);
+  int optin = 0;
+  GPU_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+  DeviceProblem d(h);
+  ASSERT_TRUE(sm90::fused_staged_applies(d.p, plan, size_t(optin)));
+  DeviceOutputs out(d.p.rows.rows(), d.p.k);
+  DeviceVector<uint8_t> ws(sm90::fused_staged_workspace_bytes(d.p, plan), 0xCD);
+  cudaStream_t stream;
+  GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  GPU_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  const cudaError_t e = sm90::fused_staged_topk(d.p, out.o, plan, ws.get(), stream);
+  GPU_CHECK(cudaStreamEndCapture(stream, &graph));
+  ASSERT_EQ(e, cudaSuccess) << cudaGetErrorString(e);
+  GPU_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 3; ++replay) {
+    for (size_t b = 0; b < h.context_lens.size(); ++b)
+      h.context_lens[b] = int32_t((2000 + 7919 * (b + 1) * (replay + 1)) % h.max_context);
+    if (replay == 2) h.context_lens[1] = int32_t(h.max_context + 1);  // its second row fails
+    GPU_CHECK(cudaMemcpy(d.context_lens.get(), h.context_lens.data(), h.context_lens.size() * 4,
+                         cudaMemcpyHostToDevice));
+    GPU_CHECK(cudaMemset(out.positions.get(), 0x7F, out.positions.n * 4));
+    GPU_CHECK(cudaGraphLaunch(exec, stream));
+    GPU_CHECK(cudaStreamSynchronize(stream));
+    const DenseThenTopK dense = gpu_dense_then_topk(d.p);
+    EXPECT_EQ(first_difference(dense.results, out.host()), "") << "replay " << replay;
+  }
+  GPU_CHECK(cudaGraphExecDestroy(exec));
+  GPU_CHECK(cudaGraphDestroy(graph));
+  GPU_CHECK(cudaStreamDestroy(stream));
+}
+
 // A shape whose candidates do not fit in shared memory is refused with a reason.
 // The host runners (run_fused, run_dense_then_topk) with Backend::kCuda copy a host problem
 // to the device and the results back (the CLI's `run --backend cuda`): they must give what
