@@ -82,7 +82,10 @@ def plans(recs):
     sweep = [r for r in recs if r.get("op") == "fused_staged_plan"]
     for point in dict.fromkeys(r["point"] for r in sweep):
         pts = sorted((r for r in sweep if r["point"] == point), key=lambda r: r["time_ms"])
-        print(f"{point} (K {pts[0]['k']}, dense+topk {pts[0]['dense_then_topk_ms']:.4f} ms): plan ms, fastest first")
+        chosen = next((r for r in pts if r["chosen"]), None)
+        pick = (f", the model's pick {100 * (chosen['time_ms'] / pts[0]['time_ms'] - 1):.1f}% off the fastest"
+                if chosen else ", no pick among them")
+        print(f"{point} (K {pts[0]['k']}, dense+topk {pts[0]['dense_then_topk_ms']:.4f} ms{pick}): plan ms, fastest first")
         print("  " + "  ".join(f"{'*' if r['chosen'] else ''}{plan_name(r)}:{r['time_ms']:.4f}"
                                f"{'' if r['identical'] else '!'}" for r in pts[:12]))
         for r in pts:
