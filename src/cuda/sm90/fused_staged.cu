@@ -326,7 +326,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();  // every score is staged; the consumers' NaN flags are in sm.rows
   // S > 1: the merge (a programmatic dependent launch) may start once every CTA is here: it
-  // checks its row's window and pages during the selection below, then waits for this grid.
+  // resolves its row's window during the selection below, then waits for this grid.
   if (f.segments > 1) ptx::launch_dependents();
   // (The CTA's coordinates come back from shared memory: nothing but the scorer's own state
   // stays in registers through the scoring.)
