@@ -906,8 +906,8 @@ TEST(GpuFused, SanitizerDecodeClustersMerge) {
 // Speculative rows in pairs (racecheck and memcheck, fp8 keys): two rows' selections one after
 // the other in one cluster (CTA 0 finishing the first row while its warps and the other CTAs
 // start the second), in two segments merged by position, the second request's rows shorter
-// than a segment. (Small for racecheck: at 2 x 30,000 and 2 x 12,000 positions it did not
-// finish in 420 and 200 s.)
+// than a segment. H = 32 (GLM-5-like): its pairs keep 128 registers in every warp. At H = 64
+// the consumers take 152 (setmaxnreg), and racecheck did not finish the case in 150-420 s.
 TEST(GpuFused, SanitizerDecodeClustersPairs) {
   SKIP_WITHOUT_GPU();
   using flashindexer::cuda::FusedStagedPlan;
@@ -917,6 +917,7 @@ TEST(GpuFused, SanitizerDecodeClustersPairs) {
   ASSERT_GT(plan.cluster, 0) << "no plan of two segments";
   SyntheticSpec s = decode_rows(CacheFormat::kFp8E4M3, Generator::kSpecials, 2, 4000, 512, 128);
   s.next_n = 2;
+  s.num_heads = 32;
   HostProblem h = make(s);
   h.context_lens[1] = 1500;
   expect_plan_exact(h, plan, "sanitizer fp8 decode cluster pairs, " + std::to_string(plan.segments) + " segments");
