@@ -132,7 +132,8 @@ __device__ inline void put_passing(uint64_t* cand, uint32_t base, uint64_t pass,
 // larger buffer): the K-th key (a radix select in st.select; none when n <= K), then
 // emit(index, key) for every key at or above it, index its place among them in position
 // order (warp w takes a run of the candidates; one scan over the warps' counts). Returns
-// min(K, n). warp_count: kRowBlock / 32 words of shared scratch.
+// min(K, n). warp_count: kRowBlock / 32 words of shared scratch. No barrier follows its last
+// reads of cand and warp_count: a caller that writes either afterwards needs one first.
 template <class Clock, class Emit>
 __device__ uint32_t keep_gathered(RowSelector::Storage& st, const uint64_t* cand, uint32_t n, uint32_t k,
                                   uint32_t* warp_count, Clock& clock, long long& t, Emit&& emit) {
