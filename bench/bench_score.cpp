@@ -147,14 +147,11 @@ std::string output_difference(const TopKOutputs& a, const TopKOutputs& b, int64_
 // where it applies on this device; cluster 0 otherwise (the lockstep kernel runs).
 cuda::FusedStagedPlan backend_staged_plan(const IndexerProblem& p) {
   int dev = 0, sms = 0, smem_optin = 0;
-  if (p.rows.form != RowForm::kDecode || cudaGetDevice(&dev) != cudaSuccess ||
+  if (cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
     return {};
-  const cuda::FusedStagedPlan plan = cuda::plan_fused_staged(
-      p.rows.rows(), p.rows.max_context, p.k, sms, sm90::staged_cluster_capacities(), p.rows.next_n,
-      p.order == OutputOrder::kPosition,
-      cuda::fused_staged_rows_per_cta(p.cache.format == CacheFormat::kFp8E4M3, p.rows.next_n));
+  const cuda::FusedStagedPlan plan = sm90::fused_staged_plan(p, sms, sm90::staged_cluster_capacities());
   return sm90::fused_staged_applies(p, plan, size_t(smem_optin)) ? plan : cuda::FusedStagedPlan{};
 }
 
@@ -213,9 +210,9 @@ int sweep_staged_plans(const ScorePoint& pt, IndexerProblem p, TopKOutputs (&out
     j["cluster"] = plan.cluster;
     j["segments"] = plan.segments;
     j["chunk"] = plan.chunk;
-    j["rows_per_cta"] = plan.rows;
+    j["rows_per_cta"] = plan.rows_per_cta;
     j["merge_keys"] = plan.segments > 1 ? int64_t(plan.segments) * p.k : 0;
-    j["chosen"] = plan.cluster == chosen.cluster && plan.segments == chosen.segments && plan.rows == chosen.rows;
+    j["chosen"] = plan.cluster == chosen.cluster && plan.segments == chosen.segments && plan.rows_per_cta == chosen.rows_per_cta;
     j["time_ms"] = ms;
     j["dense_then_topk_ms"] = dense_ms;
     const std::string difference = output_difference(outs[0], outs[1], rows, p.k);
@@ -358,7 +355,7 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
                                            : nlohmann::json{{"cluster", plan.cluster},
                                                             {"segments", plan.segments},
                                                             {"chunk", plan.chunk},
-                                                            {"rows_per_cta", plan.rows}};
+                                                            {"rows_per_cta", plan.rows_per_cta}};
     }
     j["tensor_floor_ms"] = w.flops / (gemm_tflops * 1e9);
     j["key_read_floor_ms"] = w.key_bytes / (copy_gbps * 1e6);

@@ -286,25 +286,28 @@ TEST(Heuristics, FusedDecodeClustersCoverTheRowInBoundedChunks) {
   EXPECT_EQ(fused_staged_rows_per_cta(true, 4), 1);
   for (const int64_t requests : {1, 3, 8, 64, 128})
     for (const int64_t width : {100, 32768, 65536, 131072, 262144}) {
-      const auto plan = plan_fused_staged(requests * 2, width, 2048, 132, h200, 2, true, 2);
+      const auto spec_plan = plan_fused_staged(requests * 2, width, 2048, 132, h200, 2, true, 2);
       const std::string what = std::to_string(requests) + " x 2 x " + std::to_string(width);
       if (requests * width > (int64_t{1} << 23)) {
-        EXPECT_EQ(plan.cluster, 0) << what;  // the lockstep kernel's
+        EXPECT_EQ(spec_plan.cluster, 0) << what;  // the lockstep kernel's
         continue;
       }
-      ASSERT_GT(plan.cluster, 0) << what;
-      EXPECT_LE(plan.chunk, plan.rows == 2 ? kFusedStagedPairMaxChunk : kTopKStagedMaxChunk) << what;
-      EXPECT_GE(plan.ctas_per_row() * plan.chunk, width) << what;
-      EXPECT_LT(int64_t(plan.cluster) * (plan.segments - 1) * plan.chunk, width) << what;
-      if (requests * width > (int64_t{1} << 22)) EXPECT_EQ(plan.rows, 2) << what;  // beyond rows alone
+      ASSERT_GT(spec_plan.cluster, 0) << what;
+      EXPECT_LE(spec_plan.chunk, spec_plan.rows_per_cta == 2 ? kFusedStagedPairMaxChunk : kTopKStagedMaxChunk)
+          << what;
+      EXPECT_GE(spec_plan.ctas_per_row() * spec_plan.chunk, width) << what;
+      EXPECT_LT(int64_t(spec_plan.cluster) * (spec_plan.segments - 1) * spec_plan.chunk, width) << what;
+      if (requests * width > (int64_t{1} << 22)) {  // beyond rows alone
+        EXPECT_EQ(spec_plan.rows_per_cta, 2) << what;
+      }
     }
   // The H200's V3.2 sweep (docs/perf.md, session 20): B1 rows alone, B8 and up pairs.
-  EXPECT_EQ(plan_fused_staged(2, 131072, 2048, 132, h200, 2, true, 2).rows, 1);
-  EXPECT_EQ(plan_fused_staged(2, 32768, 2048, 132, h200, 2, true, 2).rows, 1);
-  EXPECT_EQ(plan_fused_staged(16, 131072, 2048, 132, h200, 2, true, 2).rows, 2);
-  EXPECT_EQ(plan_fused_staged(64, 131072, 2048, 132, h200, 2, true, 2).rows, 2);
-  EXPECT_EQ(plan_fused_staged(128, 32768, 2048, 132, h200, 2, true, 2).rows, 2);
-  EXPECT_EQ(plan_fused_staged(256, 32768, 2048, 132, h200, 2, true, 2).rows, 2);
+  EXPECT_EQ(plan_fused_staged(2, 131072, 2048, 132, h200, 2, true, 2).rows_per_cta, 1);
+  EXPECT_EQ(plan_fused_staged(2, 32768, 2048, 132, h200, 2, true, 2).rows_per_cta, 1);
+  EXPECT_EQ(plan_fused_staged(16, 131072, 2048, 132, h200, 2, true, 2).rows_per_cta, 2);
+  EXPECT_EQ(plan_fused_staged(64, 131072, 2048, 132, h200, 2, true, 2).rows_per_cta, 2);
+  EXPECT_EQ(plan_fused_staged(128, 32768, 2048, 132, h200, 2, true, 2).rows_per_cta, 2);
+  EXPECT_EQ(plan_fused_staged(256, 32768, 2048, 132, h200, 2, true, 2).rows_per_cta, 2);
   EXPECT_EQ(plan_fused_staged(256, 131072, 2048, 132, h200, 2, true, 2).cluster, 0);
   // Pairs only of next_n = 2 rows, whole requests.
   EXPECT_EQ(plan_fused_staged(3, 65536, 2048, 132, h200, 2, true, 2).cluster, 0);

@@ -166,11 +166,7 @@ class CudaBackend final : public BackendImpl {
   }
   // Decode rows may take the fused cluster path (fused_staged.cu).
   FusedStagedPlan staged_plan(const IndexerProblem& p) const {
-    if (p.rows.form != RowForm::kDecode) return {};
-    return plan_fused_staged(
-        p.rows.rows(), p.rows.max_context, p.k, device().num_sms, device().clusters, p.rows.next_n,
-        p.order == OutputOrder::kPosition,
-        fused_staged_rows_per_cta(p.cache.format == CacheFormat::kFp8E4M3, p.rows.next_n));
+    return sm90::fused_staged_plan(p, device().num_sms, device().clusters);
   }
   const Device& device() const {
     std::call_once(once_, [this] { device_ = discover(); });

@@ -257,7 +257,8 @@ inline int32_t fused_sample_tiles(int32_t cap, int32_t k, int32_t step_puts, int
 
 // Fused operator, decode rows, mxfp4 or fp8 keys (fused_staged.cu): each row on its own, or
 // (fused_staged_rows_per_cta) a request's two speculative rows together, scored by one CTA in
-// one pass over the keys (its stage holds both rows' scores). A row's positions split into `segments` of `cluster`
+// one pass over the keys (its stage holds both rows' scores). A row's positions split into
+// `segments` of `cluster`
 // chunks of `chunk` positions (<= kTopKStagedMaxChunk: one CTA's stage of fp32 scores in
 // shared memory); a cluster of `cluster` CTAs scores a segment and selects its top K as
 // kStaged does; with several segments their top K go to the workspace and the merge kernel
@@ -320,8 +321,8 @@ struct FusedStagedPlan {
   int cluster = 0;   // CTAs per segment (2, 4 or 8); 0: not this path
   int segments = 1;  // per row
   int64_t chunk = 0; // positions per CTA, a multiple of kScorerTile
-  int rows = 1;      // rows per CTA: 2 scores a request's two speculative rows together
-  int64_t ctas_per_row() const { return int64_t(cluster) * segments; }  // (per group of `rows` rows)
+  int rows_per_cta = 1;  // 2: a CTA scores a request's two speculative rows together
+  int64_t ctas_per_row() const { return int64_t(cluster) * segments; }  // (per group of rows_per_cta rows)
 };
 
 // Rows per CTA of the cluster path: fp8 keys (V3.2, GLM-5) take a request's next_n = 2 rows
@@ -341,16 +342,16 @@ constexpr int fused_staged_rows_per_cta(bool fp8, int32_t next_n) {
 inline constexpr int64_t kFusedStagedPairMaxChunk = 15872;
 
 // Calls f(plan) for every plan with `cluster` CTAs per segment that covers max_context in
-// chunks a CTA's stages hold (`rows` of them: kFusedStagedPairMaxChunk for pairs), with no
-// empty segment, in increasing segments.
+// chunks a CTA's stages hold (rows_per_cta of them: kFusedStagedPairMaxChunk for pairs), with
+// no empty segment, in increasing segments.
 template <class F>
-inline void for_each_fused_staged_plan(int64_t max_context, int cluster, F&& f, int rows = 1) {
+inline void for_each_fused_staged_plan(int64_t max_context, int cluster, F&& f, int rows_per_cta = 1) {
   for (int s = 1; s <= kFusedStagedMaxSegments; ++s) {
     const int64_t per = (max_context + int64_t(cluster) * s - 1) / (int64_t(cluster) * s);
     const int64_t chunk = (per + kScorerTile - 1) / kScorerTile * kScorerTile;
-    if (chunk > (rows > 1 ? kFusedStagedPairMaxChunk : kTopKStagedMaxChunk)) continue;
+    if (chunk > (rows_per_cta > 1 ? kFusedStagedPairMaxChunk : kTopKStagedMaxChunk)) continue;
     if ((max_context + chunk - 1) / chunk <= int64_t(cluster) * (s - 1)) break;  // a segment would be empty
-    f(FusedStagedPlan{cluster, s, chunk, rows});
+    f(FusedStagedPlan{cluster, s, chunk, rows_per_cta});
   }
 }
 

@@ -371,10 +371,7 @@ SyntheticSpec decode_rows(CacheFormat f, Generator g, int32_t requests, int64_t 
 flashindexer::cuda::FusedStagedPlan staged_plan_of(const HostProblem& h) {
   int sms = 0;
   EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
-  return flashindexer::cuda::plan_fused_staged(
-      h.rows(), h.max_context, h.k, sms, sm90::staged_cluster_capacities(), h.next_n,
-      h.order == OutputOrder::kPosition,
-      flashindexer::cuda::fused_staged_rows_per_cta(h.format == CacheFormat::kFp8E4M3, h.next_n));
+  return sm90::fused_staged_plan(h.view(), sms, sm90::staged_cluster_capacities());
 }
 
 // Whether a plan's segments hand the ordered merge more keys than the selector's buffer holds
@@ -554,7 +551,7 @@ TEST(GpuFused, SpeculativeRowPairsMatchDenseThenTopK) {
           38000, cluster, [&](const FusedStagedPlan& p) { plans.push_back(p); }, 2);
       ASSERT_FALSE(plans.empty());
       for (const FusedStagedPlan* plan : {&plans.front(), &plans[std::min<size_t>(1, plans.size() - 1)], &plans.back()}) {
-        ASSERT_EQ(plan->rows, 2);
+        ASSERT_EQ(plan->rows_per_cta, 2);
         const Generator g = gens[cases % 5];
         SyntheticSpec s = decode_rows(CacheFormat::kFp8E4M3, g, 6, 38000, k, 230 + uint64_t(cases));
         s.next_n = 2;

@@ -383,8 +383,8 @@ bool fused_staged_applies(const IndexerProblem& p, const cuda::FusedStagedPlan& 
   if (plan.cluster <= 0 || p.rows.form != RowForm::kDecode) return false;
   if (p.rows.rows() > INT32_MAX / plan.ctas_per_row()) return false;  // one grid x index per CTA
   if (p.cache.format == CacheFormat::kMxfp4 && !ScorerSmem<64, true>::kRegKeys) return false;
-  if (plan.rows > 1 && plan.rows != p.rows.next_n) return false;  // (the stages' size is checked below)
-  const size_t smem = with_staged_shape(p.cache.format, p.queries.num_heads, plan.rows, SIZE_MAX,
+  if (plan.rows_per_cta > 1 && plan.rows_per_cta != p.rows.next_n) return false;  // (the stages' size is checked below)
+  const size_t smem = with_staged_shape(p.cache.format, p.queries.num_heads, plan.rows_per_cta, SIZE_MAX,
                                         [&]<CacheFormat kF, int kH, int kR>() {
                                           return staged_smem_bytes<StagedSmem<kF, kH, kR>>(plan.chunk, kR);
                                         });
@@ -410,9 +410,9 @@ cudaError_t fused_staged_topk(const IndexerProblem& p, const TopKOutputs& out, c
   const int64_t rows = p.rows.rows();
   if (rows == 0) return cudaSuccess;
   cuda::ScorerPlan g;
-  g.rows_per_group = plan.rows;  // (fused_staged_applies: a request's next_n rows)
-  g.group_stride = plan.rows;
-  g.groups = rows / plan.rows;
+  g.rows_per_group = plan.rows_per_cta;  // (fused_staged_applies: a request's next_n rows)
+  g.group_stride = plan.rows_per_cta;
+  g.groups = rows / plan.rows_per_cta;
   g.splits = int32_t(plan.ctas_per_row());
   g.max_splits = g.splits;
   g.chunk = plan.chunk;
@@ -423,7 +423,7 @@ cudaError_t fused_staged_topk(const IndexerProblem& p, const TopKOutputs& out, c
   f.order = p.order;
   f.segments = plan.segments;
   f.ws = plan.segments > 1 ? SplitCandidates::in(workspace, rows, plan.segments, p.k) : SplitCandidates{};
-  const cudaError_t e = with_staged_shape(p.cache.format, p.queries.num_heads, plan.rows, cudaErrorInvalidConfiguration,
+  const cudaError_t e = with_staged_shape(p.cache.format, p.queries.num_heads, plan.rows_per_cta, cudaErrorInvalidConfiguration,
                                           [&]<CacheFormat kF, int kH, int kR>() {
                                             return launch<kF, kH, kR>(a, f, plan.cluster, stream);
                                           });

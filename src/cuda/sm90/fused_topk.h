@@ -19,6 +19,16 @@ struct FusedTopKArgs {
   cuda::FusedStagedPlan staged;  // decode rows that fused_staged_applies() to take fused_staged.cu
 };
 
+// The cluster path's plan for a decode problem (cluster 0 for other rows): heuristics.h
+// plan_fused_staged with its rows, order and pairing (fused_staged_rows_per_cta). The backend,
+// the bench and the tests take it from here.
+inline cuda::FusedStagedPlan fused_staged_plan(const IndexerProblem& p, int num_sms, const cuda::ClusterCapacity& cap) {
+  if (p.rows.form != RowForm::kDecode) return {};
+  return cuda::plan_fused_staged(
+      p.rows.rows(), p.rows.max_context, p.k, num_sms, cap, p.rows.next_n, p.order == OutputOrder::kPosition,
+      cuda::fused_staged_rows_per_cta(p.cache.format == CacheFormat::kFp8E4M3, p.rows.next_n));
+}
+
 // Whether the plan's cluster path (fused_staged.cu) serves this problem: decode rows (any
 // next_n: one row per segment), mxfp4 or fp8, H 64 or 32, a plan with clusters, and its shared
 // memory within smem_limit.
