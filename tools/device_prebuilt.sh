@@ -8,7 +8,7 @@
 #   tools/pack_prebuilt.sh build/release build/variant_x      # -> .prebuilt/bins.tar.xz
 #   device run, carry [".prebuilt"]
 #   usage: [TESTS=gtest-filter|none] [TESTS_<name>=filter|none] [SHARDS=4] [SANITIZE=0]
-#          [SANITIZE_<name>=0|1] [SANITIZE_TIMEOUT=300] [TOPK_POINTS="..."] [TOPK_POINTS_<name>="..."]
+#          [SANITIZE_<name>=0|1] [SANITIZE_RUNS_<name>="tool:filter ..."] [SANITIZE_TIMEOUT=300] [TOPK_POINTS="..."] [TOPK_POINTS_<name>="..."]
 #          [POINTS="..."] [POINTS_<name>="..."] [BENCH_ARGS=--full] [BENCH_ARGS_<name>="..."] [TORCH=1]
 #          tools/device_prebuilt.sh [name=build/dir ...]     (default: release=build/release)
 # Per variant: the tests (filter TESTS_<name>, else TESTS, else 'Gpu*': the GPU label) when
@@ -65,6 +65,11 @@ for v in "${variants[@]}"; do
       # (Pairs runs at H = 32, whose pairs move no registers: at H = 64 racecheck did not finish
       # in 150-420 s, likely the setmaxnreg; a -DFI_STAGED_SETMAXNREG=0 build checks H = 64.)
       for c in EveryPosition GuessAndFallback Segments Fp8 LargeMerge Merge Pairs; do runs+=("memcheck:GpuFused.SanitizerDecodeClusters$c"); done
+      # SANITIZE_RUNS_<name>="tool:filter ...": this variant's own list instead (e.g. racecheck
+      # of GpuFused.SanitizerDecodeClustersPairsH64 on a -DFI_STAGED_SETMAXNREG=0 build).
+      runs_var="SANITIZE_RUNS_$name"
+      # shellcheck disable=SC2206  # words on purpose
+      [ -n "${!runs_var-}" ] && runs=(${!runs_var})
       san_start=$SECONDS
       for ((i = 0; i < ${#runs[@]}; i++)); do
         tool=${runs[$i]%%:*} tfilter=${runs[$i]#*:}
