@@ -337,6 +337,19 @@ struct FusedStagedPlan {
 constexpr int fused_staged_rows_per_cta(bool fp8, int32_t next_n) {
   return FI_FUSED_STAGED_GROUPS && fp8 && next_n == 2 ? 2 : 1;
 }
+// Pairs in clusters of two CTAs: each CTA selects and finishes one row of the pair, reading
+// both CTAs' stages, so the two rows' selections run side by side (fused_staged.cu
+// select_own_row). In larger clusters CTA 0 finishes both rows in turn. Experiment knob (host
+// and device code: set it in CMAKE_CXX_FLAGS and CMAKE_CUDA_FLAGS): FI_STAGED_PAIR_OWN_ROWS=0
+// keeps CTA 0's turns for clusters of two as well.
+#ifndef FI_STAGED_PAIR_OWN_ROWS
+#define FI_STAGED_PAIR_OWN_ROWS 1
+#endif
+inline constexpr bool kStagedPairOwnRows = FI_STAGED_PAIR_OWN_ROWS != 0;
+// The finishes a CTA runs one after the other: a group's rows, but one in a pair's cluster of two.
+constexpr int fused_staged_serial_finishes(int cluster, int rows_per_cta) {
+  return kStagedPairOwnRows && rows_per_cta == 2 && cluster == 2 ? 1 : rows_per_cta;
+}
 // Positions per CTA of a pair: two stages of 62 KiB beside the scorer's 100 KiB (fp8, 128
 // columns: its f16 queries take 32 KiB) within the H200's 227 KiB.
 inline constexpr int64_t kFusedStagedPairMaxChunk = 15872;
@@ -388,7 +401,8 @@ inline std::pair<FusedStagedPlan, int64_t> cheapest_fused_staged_plan(int64_t ro
         [&](const FusedStagedPlan& plan) {
           const int64_t waves = (groups * plan.segments + fit - 1) / fit;
           const int64_t cost =
-              waves * (plan.chunk * (1 + rows_per_cta) / 2 + rows_per_cta * kFusedStagedFinishCost) +
+              waves * (plan.chunk * (1 + rows_per_cta) / 2 +
+                       fused_staged_serial_finishes(c, rows_per_cta) * kFusedStagedFinishCost) +
               fused_staged_merge_cost(plan.segments, k, by_position && kFusedStagedClusterMerge);
           if (cost < best_cost) {
             best_cost = cost;

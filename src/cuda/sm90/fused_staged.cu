@@ -26,6 +26,9 @@
 //      order are the row's candidates in position order;
 //   4. otherwise (a failed guess, a full buffer) CTA 0 streams every stage of the cluster
 //      through a BlockSelector (exact; S > 1: its K best to the slot in position order).
+//   A pair in a cluster of two CTAs (heuristics.h kStagedPairOwnRows) splits the rows
+//   instead: CTA r runs steps 1-4 for row r over both CTAs' stages (the other's through
+//   distributed shared memory) and finishes it, so the rows are selected side by side.
 // Warp roles: warpgroup 0 produces, 1-3 consume, each on every third tile (mxfp4 and fp8
 //   pairs: setmaxnreg 48 / 152, back to 128 after the scoring; fp8 rows alone: 128 registers
 //   throughout); then all 512 threads select.
@@ -122,6 +125,152 @@ size_t staged_smem_bytes(int64_t chunk, int rows) {
   return 1024 + stage_offset<Smem>() + size_t(rows) * size_t(stage_stride(chunk)) * 4;
 }
 
+// A row's segment: positions [seg0, seg1) of the row, the cluster's chunks; in-window [lo, hi)
+// (empty for a failed row).
+struct Segment {
+  int64_t seg0, seg1, lo, hi, len;
+  bool take_all;  // the window fits the candidate buffer: every position is a candidate
+  int64_t need;   // the guess's sample rank (0: no guess)
+};
+
+__device__ inline Segment segment_of(const ScorerArgs& a, const StagedParams& f, int64_t split, uint32_t rank,
+                                     uint32_t ctas, const GroupRow& gr) {
+  const int64_t chunk = a.g.chunk, max_context = a.rows.max_context;
+  Segment s;
+  s.seg0 = min((split - rank) * chunk, max_context);
+  s.seg1 = min(s.seg0 + int64_t(ctas) * chunk, max_context);
+  s.lo = min(max(s.seg0, int64_t(gr.start)), s.seg1);
+  s.hi = max(s.lo, min(s.seg1, int64_t(gr.end)));
+  s.len = s.hi - s.lo;
+  s.take_all = s.len <= RowSelector::kCap;
+  s.need = s.take_all ? 0 : staged_guess_rank(s.len, f.k);
+  return s;
+}
+
+// Step 1: the guess tau from the segment's 2,048 evenly spaced samples, read from the
+// cluster's stages of the row (`stage`: this CTA's, the same offset in every CTA) into
+// st.cand; 0 when none is taken. Block-wide.
+template <class Cluster>
+__device__ uint64_t segment_guess(const Cluster& cluster, RowSelector::Storage& st, float* stage, const Segment& s,
+                                  int64_t chunk) {
+  if (s.need <= 0) return 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int i = int(threadIdx.x) * 4 + j;
+    const int64_t p = s.lo + int64_t(i) * s.len / RowSelector::kTile;
+    const int64_t owner = (p - s.seg0) / chunk;
+    const float* remote = cluster.map_shared_rank(stage, unsigned(owner));
+    st.cand[i] = rank_key(remote[p - s.seg0 - owner * chunk], int32_t(p));
+  }
+  __syncthreads();
+  const uint32_t n = uint32_t(s.need);
+  return RowSelector::Select::floor_of_kth(st.select, st.cand, RowSelector::kTile, n, n + n / 2, int(threadIdx.x));
+}
+
+// Step 2 over one CTA's stage of the row (`stage`: this CTA's or, through distributed shared
+// memory, another's), which holds positions [c0, c1): the rank keys of its scores in [lo, hi)
+// and (unless take_all) >= f_tau, in position order at cand[base, base + count), written only
+// when base + count <= kCap. Returns count. Block-wide; warp_count (kWarps words) is scratch,
+// rewritten only after a barrier.
+__device__ uint32_t stage_pass(const float* stage, int64_t c0, int64_t c1, const Segment& s, float f_tau,
+                               uint64_t* cand, uint32_t base, uint32_t* warp_count) {
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const int32_t v_lo = int32_t(max(c0, s.lo) - c0), v_hi = int32_t(max(min(c1, s.hi) - c0, int64_t(0)));  // in-window cells
+  const int32_t nv = int32_t((c1 - c0 + 3) / 4);
+  const int32_t wper = ((nv + kWarps - 1) / kWarps + 31) / 32 * 32;
+  const int32_t wv0 = min(warp * wper, nv), wv1 = min(wv0 + wper, nv);
+  const LaneRun run(wv0, wv1, wper, lane);  // <= kPassBits / 4 float4 per lane
+  const bool take_all = s.take_all;
+  const uint64_t pass = run.pass(reinterpret_cast<const float4*>(stage), [&](const float4& v, int32_t i) {
+    const float x[4] = {v.x, v.y, v.z, v.w};
+    const int32_t e = i * 4;
+    uint32_t b = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) b |= uint32_t(e + j >= v_lo && e + j < v_hi && (take_all || x[j] >= f_tau)) << j;
+    return b;
+  });
+  const uint32_t in_warp = __reduce_add_sync(0xffffffffu, uint32_t(__popcll(pass)));
+  __syncthreads();  // warp_count's last readers are done
+  if (lane == 0) warp_count[warp] = in_warp;
+  __syncthreads();
+  uint32_t before = base, total = 0;
+  for (int q = 0; q < kWarps; ++q) {
+    before += q < warp ? warp_count[q] : 0u;
+    total += warp_count[q];
+  }
+  if (base + total <= uint32_t(RowSelector::kCap))
+    put_passing(cand, before, pass, stage + int64_t(run.l0) * 4, int32_t(c0 + int64_t(run.l0) * 4), lane);
+  return total;
+}
+
+// Step 4: every in-window score of the segment through the selector, from every CTA's stage
+// of the row. Block-wide.
+template <class Cluster>
+__device__ void stream_segment(const Cluster& cluster, RowSelector& sel, float* stage, const Segment& s, int64_t chunk,
+                               uint32_t ctas) {
+  for (uint32_t q = 0; q < ctas; ++q) {
+    const float* remote = cluster.map_shared_rank(stage, q);
+    const int64_t q0 = min(s.seg0 + int64_t(q) * chunk, s.seg1), q1 = min(q0 + chunk, s.seg1);
+    const int64_t v0 = max(q0, s.lo), v1 = min(q1, s.hi);  // CTA q's in-window positions
+    for (int64_t p0 = q0; p0 < q1; p0 += RowSelector::kTile) {
+      uint64_t rk[4];
+      bool valid[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int64_t p = p0 + j * kThreads + threadIdx.x;
+        valid[j] = p >= v0 && p < v1;
+        rk[j] = valid[j] ? rank_key(remote[p - q0], int32_t(p)) : 0ull;
+      }
+      sel.push_tile(rk, valid);
+    }
+  }
+}
+
+// The end of steps 3-4 in the CTA that finishes the row (its selector `sel` or its gathered
+// candidates st.cand[0, n)): the row's outputs (S = 1; by rank after a block radix sort,
+// `stage` as scratch) or, S > 1, its top K to the slot of segment `segment`, in position order.
+// Reads no other CTA's shared memory. Block-wide.
+__device__ void finish_segment(const ScorerArgs& a, const StagedParams& f, StagedShared& ss, RowSelector::Storage& st,
+                               RowSelector& sel, float* stage, const GroupRow& gr, const Segment& s, bool selected,
+                               uint32_t n, bool nan, int64_t segment) {
+  const int64_t row = gr.row;
+  const RowWindow w{gr.request, gr.start, gr.end, gr.status};
+  const uint32_t status = gr.status | (nan ? row_status::kHasNaN : 0u);
+  const TopKArgs ta{nullptr, 0, a.rows, a.cache.pages, f.k, f.order, f.out, 1, nullptr};
+  NoClock clock;
+  long long t = 0;
+  if (f.segments == 1) {
+    if (selected) {
+      write_gathered_row(ta, row, w, status, st, st.cand, n, reinterpret_cast<uint64_t*>(stage), ss.warp_count, clock,
+                         t);
+    } else {
+      uint64_t sorted[RowSelector::kSortItems];
+      const int32_t kept = sel.finish(f.order == OutputOrder::kRank, sorted, position_bits(ta), w.start, w.length());
+      write_row(ta, row, w, status, kept, sorted);
+    }
+    return;
+  }
+  const int64_t slot = row * f.segments + segment;
+  uint64_t* keys = f.ws.keys + slot * f.k;
+  uint32_t kept;
+  if (selected) {
+    kept = keep_gathered(st, st.cand, n, uint32_t(f.k), ss.warp_count, clock, t,
+                         [&](uint32_t i, uint64_t key) { keys[i] = key; });
+  } else {  // in position order too, as the ordered merge reads the slots
+    uint64_t sorted[RowSelector::kSortItems];
+    kept = uint32_t(sel.finish(false, sorted, position_bits(ta), s.lo, s.len));
+#pragma unroll
+    for (int i = 0; i < RowSelector::kSortItems; ++i) {
+      const uint32_t idx = threadIdx.x * RowSelector::kSortItems + i;
+      if (idx < kept) keys[idx] = sorted[i];
+    }
+  }
+  if (threadIdx.x == 0) {
+    f.ws.counts[slot] = kept;
+    f.ws.status[slot] = status;  // (the cluster merge takes the row check from here)
+  }
+}
+
 // One row of the CTA's group, after the scoring: steps 1-4 of the file comment over the row's
 // segment, whose scores lie in `stage` (this CTA's chunk; cells outside the row's window are
 // never read). Every CTA of the cluster calls it for each row of its group in turn, the same
@@ -135,72 +284,22 @@ __device__ void select_row(const cg::cluster_group& cluster, const ScorerArgs& a
                            StagedShared& ss, RowSelector::Storage& st, float* stage, const GroupRow gr,
                            bool first_row, Clock& prof, long long& pt) {
   const uint32_t rank = cluster.block_rank(), ctas = cluster.num_blocks();
-  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  const int64_t split = ss.split, c0 = ss.c0, c1 = ss.c1;
-  const int64_t max_context = a.rows.max_context;
-
-  // The segment: positions [seg0, seg1) of the row, in-window [lo, hi) (empty for a failed row).
-  const int64_t chunk = a.g.chunk;
-  const int64_t seg0 = min((split - rank) * chunk, max_context);
-  const int64_t seg1 = min(seg0 + int64_t(ctas) * chunk, max_context);
-  const int64_t lo = min(max(seg0, int64_t(gr.start)), seg1);
-  const int64_t hi = max(lo, min(seg1, int64_t(gr.end)));
-  const int64_t len = hi - lo;
-  const bool take_all = len <= RowSelector::kCap;
-  const int64_t need = take_all ? 0 : staged_guess_rank(len, f.k);
+  const Segment s = segment_of(a, f, ss.split, rank, ctas, gr);
   if (first_row)
     cluster.sync();  // every stage of the segment is written
   else  // CTA 0's finish of the row before reads st.cand and ss.warp_count until every warp is here
     __syncthreads();
 
   // 1. The guess, from the same samples in every CTA.
-  uint64_t tau = 0;
-  if (need > 0) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int i = int(threadIdx.x) * 4 + j;
-      const int64_t p = lo + int64_t(i) * len / RowSelector::kTile;
-      const int64_t owner = (p - seg0) / chunk;
-      const float* remote = cluster.map_shared_rank(stage, unsigned(owner));
-      st.cand[i] = rank_key(remote[p - seg0 - owner * chunk], int32_t(p));
-    }
-    __syncthreads();
-    const uint32_t n = uint32_t(need);
-    tau = RowSelector::Select::floor_of_kth(st.select, st.cand, RowSelector::kTile, n, n + n / 2, int(threadIdx.x));
-  }
-  const bool guessed = need > 0 && uint32_t(tau >> 32) != 0u;  // (a guess at the NaN level falls back)
+  const uint64_t tau = segment_guess(cluster, st, stage, s, a.g.chunk);
+  const bool guessed = s.need > 0 && uint32_t(tau >> 32) != 0u;  // (a guess at the NaN level falls back)
   prof.lap(kStagedProfileGuess, pt);
 
-  // 2. This CTA's candidates in position order (LaneRun): the stage's scores in the window
-  // and (unless every position is taken) >= tau's.
+  // 2. This CTA's candidates in position order.
   uint32_t total = 0;
-  if (take_all || guessed) {
-    const float f_tau = guessed ? key_to_float(uint32_t(tau >> 32)) : 0.0f;
-    const int32_t v_lo = int32_t(max(c0, lo) - c0), v_hi = int32_t(min(c1, hi) - c0);  // the stage's in-window cells
-    const int32_t nv = int32_t((c1 - c0 + 3) / 4);
-    const int32_t wper = ((nv + kWarps - 1) / kWarps + 31) / 32 * 32;
-    const int32_t wv0 = min(warp * wper, nv), wv1 = min(wv0 + wper, nv);
-    const LaneRun run(wv0, wv1, wper, lane);  // <= kPassBits / 4 float4 per lane
-    const int32_t l0 = run.l0;
-    const uint64_t pass = run.pass(reinterpret_cast<const float4*>(stage), [&](const float4& v, int32_t i) {
-      const float x[4] = {v.x, v.y, v.z, v.w};
-      const int32_t e = i * 4;
-      uint32_t b = 0;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) b |= uint32_t(e + j >= v_lo && e + j < v_hi && (take_all || x[j] >= f_tau)) << j;
-      return b;
-    });
-    const uint32_t in_warp = __reduce_add_sync(0xffffffffu, uint32_t(__popcll(pass)));
-    if (lane == 0) ss.warp_count[warp] = in_warp;
-    __syncthreads();
-    uint32_t before = 0;
-    for (int q = 0; q < kWarps; ++q) {
-      before += q < warp ? ss.warp_count[q] : 0u;
-      total += ss.warp_count[q];
-    }
-    if (total <= uint32_t(RowSelector::kCap))
-      put_passing(st.cand, before, pass, stage + int64_t(l0) * 4, int32_t(c0 + int64_t(l0) * 4), lane);
-  }
+  if (s.take_all || guessed)
+    total = stage_pass(stage, ss.c0, ss.c1, s, guessed ? key_to_float(uint32_t(tau >> 32)) : 0.0f, st.cand, 0,
+                       ss.warp_count);
   if (threadIdx.x == 0) {
     ss.count = total;
     ss.nan = gr.nan;
@@ -218,74 +317,62 @@ __device__ void select_row(const cg::cluster_group& cluster, const ScorerArgs& a
     n += c;
     nan |= r->nan != 0u;
   }
-  const bool selected = (take_all || guessed) && n <= uint32_t(RowSelector::kCap) &&
-                        (take_all || n >= uint32_t(f.k));
+  const bool selected = (s.take_all || guessed) && n <= uint32_t(RowSelector::kCap) &&
+                        (s.take_all || n >= uint32_t(f.k));
   RowSelector sel(st, f.k);  // step 4's (CTA 0); it leaves the candidates alone
   if (rank == 0) {
-    if (selected) {  // in CTA order: position order
+    if (selected)  // in CTA order: position order
       gather_cluster_candidates(cluster, st.cand, ss.first, ctas, n);
-    } else {  // 4. every in-window score of the segment through the selector, from every stage
-      for (uint32_t q = 0; q < ctas; ++q) {
-        const float* remote = cluster.map_shared_rank(stage, q);
-        const int64_t q0 = min(seg0 + int64_t(q) * chunk, seg1), q1 = min(q0 + chunk, seg1);
-        const int64_t v0 = max(q0, lo), v1 = min(q1, hi);  // CTA q's in-window positions
-        for (int64_t p0 = q0; p0 < q1; p0 += RowSelector::kTile) {
-          uint64_t rk[4];
-          bool valid[4];
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int64_t p = p0 + j * kThreads + threadIdx.x;
-            valid[j] = p >= v0 && p < v1;
-            rk[j] = valid[j] ? rank_key(remote[p - q0], int32_t(p)) : 0ull;
-          }
-          sel.push_tile(rk, valid);
-        }
-      }
-    }
+    else  // 4. every in-window score of the segment through the selector, from every stage
+      stream_segment(cluster, sel, stage, s, a.g.chunk, ctas);
   }
   cluster.sync();  // CTA 0 has read every other CTA's shared memory for this row
   prof.lap(kStagedProfileGather, pt);
   if (rank != 0 || gr.row < 0) return;
-
-  const int64_t row = gr.row;
-  const RowWindow w{gr.request, gr.start, gr.end, gr.status};
-  const uint32_t status = gr.status | (nan ? row_status::kHasNaN : 0u);
-  const TopKArgs ta{nullptr, 0, a.rows, a.cache.pages, f.k, f.order, f.out, 1, nullptr};
-  NoClock clock;
-  long long t = 0;
-  if (f.segments == 1) {
-    if (selected) {
-      write_gathered_row(ta, row, w, status, st, st.cand, n, reinterpret_cast<uint64_t*>(stage), ss.warp_count, clock,
-                         t);
-    } else {
-      uint64_t sorted[RowSelector::kSortItems];
-      const int32_t kept = sel.finish(f.order == OutputOrder::kRank, sorted, position_bits(ta), w.start, w.length());
-      write_row(ta, row, w, status, kept, sorted);
-    }
-    prof.lap(kStagedProfileFinish, pt);
-    return;
-  }
-  // S > 1: the segment's top K (unsorted) to its workspace slot.
-  const int64_t slot = row * f.segments + (split / ctas);
-  uint64_t* keys = f.ws.keys + slot * f.k;
-  uint32_t kept;
-  if (selected) {
-    kept = keep_gathered(st, st.cand, n, uint32_t(f.k), ss.warp_count, clock, t,
-                         [&](uint32_t i, uint64_t key) { keys[i] = key; });
-  } else {  // in position order too, as the ordered merge reads the slots
-    uint64_t sorted[RowSelector::kSortItems];
-    kept = uint32_t(sel.finish(false, sorted, position_bits(ta), lo, len));
-#pragma unroll
-    for (int i = 0; i < RowSelector::kSortItems; ++i) {
-      const uint32_t idx = threadIdx.x * RowSelector::kSortItems + i;
-      if (idx < kept) keys[idx] = sorted[i];
-    }
-  }
-  if (threadIdx.x == 0) {
-    f.ws.counts[slot] = kept;
-    f.ws.status[slot] = status;  // (the cluster merge takes the row check from here)
-  }
+  finish_segment(a, f, ss, st, sel, stage, gr, s, selected, n, nan, ss.split / ctas);
   prof.lap(kStagedProfileFinish, pt);
+}
+
+// A pair in a cluster of two (kStagedPairOwnRows): CTA r selects row r alone, steps 1-4 over
+// both CTAs' stages of the row (its own and, through distributed shared memory, the other's),
+// so the rows' guesses, passes and finishes run side by side instead of in turns, and no
+// candidate list crosses CTAs. `stage`: row 0's stage; row r's lies r x stride floats on.
+template <class Clock>
+__device__ void select_own_row(const cg::cluster_group& cluster, const ScorerArgs& a, const StagedParams& f,
+                               StagedShared& ss, RowSelector::Storage& st, float* stage, int32_t stride, Clock& prof,
+                               long long& pt) {
+  const uint32_t rank = cluster.block_rank(), ctas = cluster.num_blocks();
+  const int64_t chunk = a.g.chunk;
+  cluster.sync();  // every stage and every CTA's copy of the rows (their NaN flags) are written
+  const GroupRow gr = ss.rows[rank];
+  float* own = stage + int64_t(rank) * stride;  // row `rank`'s stage (the same offset in every CTA)
+  const Segment s = segment_of(a, f, ss.split, rank, ctas, gr);
+  const uint64_t tau = segment_guess(cluster, st, own, s, chunk);
+  const bool guessed = s.need > 0 && uint32_t(tau >> 32) != 0u;  // (a guess at the NaN level falls back)
+  prof.lap(kStagedProfileGuess, pt);
+
+  uint32_t n = 0;  // (counts <= chunk each: no overflow; n > kCap: not written, not selected)
+  if (s.take_all || guessed) {
+    const float f_tau = guessed ? key_to_float(uint32_t(tau >> 32)) : 0.0f;
+    for (uint32_t q = 0; q < ctas; ++q) {  // in CTA order: position order
+      const int64_t q0 = min(s.seg0 + int64_t(q) * chunk, s.seg1), q1 = min(q0 + chunk, s.seg1);
+      const float* q_stage = q == rank ? own : cluster.map_shared_rank(own, q);
+      n += stage_pass(q_stage, q0, q1, s, f_tau, st.cand, n, ss.warp_count);
+    }
+  }
+  bool nan = false;
+  for (uint32_t q = 0; q < ctas; ++q) nan |= cluster.map_shared_rank(&ss, q)->rows[rank].nan != 0u;
+  __syncthreads();  // st.cand is written, ss.warp_count read (the finish rewrites it)
+  prof.lap(kStagedProfilePasses, pt);
+  const bool selected = (s.take_all || guessed) && n <= uint32_t(RowSelector::kCap) &&
+                        (s.take_all || n >= uint32_t(f.k));
+  RowSelector sel(st, f.k);
+  if (!selected) stream_segment(cluster, sel, own, s, chunk, ctas);
+  cluster.barrier_arrive();  // this CTA reads no other CTA's shared memory from here on
+  prof.lap(kStagedProfileGather, pt);
+  if (gr.row >= 0) finish_segment(a, f, ss, st, sel, own, gr, s, selected, n, nan, ss.split / ctas);
+  prof.lap(kStagedProfileFinish, pt);
+  cluster.barrier_wait();  // no CTA leaves while the other may read its stages
 }
 
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
@@ -340,9 +427,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto& st = *reinterpret_cast<RowSelector::Storage*>(base);  // aliases the scorer's shared memory
   prof.lap(kStagedProfileScore, pt);
   const cg::cluster_group cluster = cg::this_cluster();
+  if (kRows == 2 && cuda::kStagedPairOwnRows && cluster.num_blocks() == 2) {
+    select_own_row(cluster, a, f, ss, st, stage, stride, prof, pt);
+  } else {
 #pragma unroll 1
-  for (int r = 0; r < kRows; ++r)
-    select_row(cluster, a, f, ss, st, stage + int64_t(r) * stride, ss.rows[r], r == 0, prof, pt);
+    for (int r = 0; r < kRows; ++r)
+      select_row(cluster, a, f, ss, st, stage + int64_t(r) * stride, ss.rows[r], r == 0, prof, pt);
+  }
   prof.flush(threadIdx.x == 0, staged_profile_sums());
 }
 
