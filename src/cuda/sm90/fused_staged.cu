@@ -203,6 +203,67 @@ __device__ uint32_t stage_pass(const float* stage, int64_t c0, int64_t c1, const
   return total;
 }
 
+// stage_pass for a pair's stages (chunk <= kFusedStagedPairMaxChunk: at most kHeldVec float4
+// per lane), with the lane's float4 held in registers: every load is issued at once and the
+// passing keys are written from the registers, with no second read of the stage. The other
+// CTA's stage comes through distributed shared memory, whose latency stage_pass's loops pay
+// per float4 and per candidate. Same outputs as stage_pass.
+constexpr int kHeldVec = 8;
+static_assert(cuda::kFusedStagedPairMaxChunk / 4 <= kHeldVec * kThreads, "a pair's chunk fits the lanes' registers");
+__device__ uint32_t stage_pass_held(const float* stage, int64_t c0, int64_t c1, const Segment& s, float f_tau,
+                                    uint64_t* cand, uint32_t base, uint32_t* warp_count) {
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const int32_t v_lo = int32_t(max(c0, s.lo) - c0), v_hi = int32_t(max(min(c1, s.hi) - c0, int64_t(0)));  // in-window cells
+  const int32_t nv = int32_t((c1 - c0 + 3) / 4);
+  const int32_t wper = ((nv + kWarps - 1) / kWarps + 31) / 32 * 32;
+  const int32_t wv0 = min(warp * wper, nv), wv1 = min(wv0 + wper, nv);
+  const int32_t l0 = min(wv0 + lane * (wper / 32), wv1), l1 = min(l0 + wper / 32, wv1);  // this lane's float4
+  float4 v[kHeldVec];
+#pragma unroll
+  for (int i = 0; i < kHeldVec; ++i)
+    if (l0 + i < l1) v[i] = reinterpret_cast<const float4*>(stage)[l0 + i];
+  uint32_t pass = 0;  // bit 4 i + j: component j of v[i] passes
+#pragma unroll
+  for (int i = 0; i < kHeldVec; ++i) {
+    const float x[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int32_t e = (l0 + i) * 4 + j;
+      pass |= uint32_t(l0 + i < l1 && e >= v_lo && e < v_hi && (s.take_all || x[j] >= f_tau)) << (4 * i + j);
+    }
+  }
+  const uint32_t mine = uint32_t(__popc(pass));
+  uint32_t incl = mine;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += u;
+  }
+  const uint32_t in_warp = __shfl_sync(0xffffffffu, incl, 31);
+  __syncthreads();  // warp_count's last readers are done
+  if (lane == 0) warp_count[warp] = in_warp;
+  __syncthreads();
+  uint32_t before = base, total = 0;
+  for (int q = 0; q < kWarps; ++q) {
+    before += q < warp ? warp_count[q] : 0u;
+    total += warp_count[q];
+  }
+  if (base + total <= uint32_t(RowSelector::kCap)) {
+    const uint32_t at = before + incl - mine;
+#pragma unroll
+    for (int i = 0; i < kHeldVec; ++i) {
+      const float x[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int b = 4 * i + j;
+        if ((pass >> b) & 1u)
+          cand[at + uint32_t(__popc(pass & ((1u << b) - 1u)))] = rank_key(x[j], int32_t(c0 + (l0 + i) * 4 + j));
+      }
+    }
+  }
+  return total;
+}
+
 // Step 4: every in-window score of the segment through the selector, from every CTA's stage
 // of the row. Block-wide.
 template <class Cluster>
@@ -357,7 +418,9 @@ __device__ void select_own_row(const cg::cluster_group& cluster, const ScorerArg
     for (uint32_t q = 0; q < ctas; ++q) {  // in CTA order: position order
       const int64_t q0 = min(s.seg0 + int64_t(q) * chunk, s.seg1), q1 = min(q0 + chunk, s.seg1);
       const float* q_stage = q == rank ? own : cluster.map_shared_rank(own, q);
-      n += stage_pass(q_stage, q0, q1, s, f_tau, st.cand, n, ss.warp_count);
+      n += chunk <= cuda::kFusedStagedPairMaxChunk  // (the plans' bound for pairs)
+               ? stage_pass_held(q_stage, q0, q1, s, f_tau, st.cand, n, ss.warp_count)
+               : stage_pass(q_stage, q0, q1, s, f_tau, st.cand, n, ss.warp_count);
     }
   }
   bool nan = false;
