@@ -322,3 +322,25 @@ TEST(Heuristics, FusedDecodeClustersCoverTheRowInBoundedChunks) {
   EXPECT_EQ(plan_fused_staged(64, 65536, 512, 132, ClusterCapacity{-1, -1, -1}).cluster, 0);
   EXPECT_EQ(plan_fused_staged(0, 65536, 512, 132, h200).cluster, 0);
 }
+
+// The cluster merge's layout: a CTA per segment while rows x segments CTAs fit one wave of two
+// per SM, else two segments per CTA; never more than 8 CTAs or 2 segments a CTA, none empty.
+TEST(Heuristics, ClusterMergePairsSegmentsBeyondOneWave) {
+  using flashindexer::cuda::cluster_merge_ctas;
+  using flashindexer::cuda::cluster_merge_pairs_segments;
+  EXPECT_FALSE(cluster_merge_pairs_segments(1, 100000, 132));
+  EXPECT_FALSE(cluster_merge_pairs_segments(2, 132, 132));  // 264 CTAs: one wave
+  EXPECT_TRUE(cluster_merge_pairs_segments(2, 133, 132));
+  EXPECT_TRUE(cluster_merge_pairs_segments(2, 256, 132));   // V3.2 B128 x 32,768, next_n = 2
+  EXPECT_FALSE(cluster_merge_pairs_segments(13, 1, 132));   // B1
+  for (int s = 2; s <= flashindexer::cuda::kFusedStagedMaxSegments; ++s)
+    for (const bool paired : {false, true}) {
+      const int ctas = cluster_merge_ctas(s, paired), per = (s + ctas - 1) / ctas;
+      const std::string what = std::to_string(s) + (paired ? " paired" : "");
+      EXPECT_GE(ctas, 1) << what;
+      EXPECT_LE(ctas, 8) << what;
+      EXPECT_LE(per, 2) << what;
+      EXPECT_EQ(per, paired || s > 8 ? 2 : 1) << what;
+      EXPECT_LT((ctas - 1) * per, s) << what;  // the last CTA holds a segment
+    }
+}

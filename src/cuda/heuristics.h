@@ -300,6 +300,19 @@ inline constexpr int64_t kFusedStagedMergeCost = FI_FUSED_STAGED_MERGE_COST;    
 #endif
 inline constexpr bool kFusedStagedClusterMerge = FI_CLUSTER_MERGE != 0;
 
+// The cluster merge's CTAs per row: a segment each (up to 8: two each beyond), or, with
+// `paired`, two segments each (half the CTAs and their fixed work, each over twice the keys).
+constexpr int cluster_merge_ctas(int segments, bool paired) {
+  const int per = paired || segments > 8 ? 2 : 1;
+  return (segments + per - 1) / per;
+}
+// Whether the merge pairs segments: when rows x segments CTAs would not fit one wave of
+// two CTAs per SM. (At V3.2 B128 x 32,768 next_n = 2, 2 segments: 512 merge CTAs of ~24K
+// cycles each after their wait, in two waves; docs/perf.md, session 21.)
+inline bool cluster_merge_pairs_segments(int segments, int64_t rows, int num_sms) {
+  return segments > 1 && rows * segments > 2 * int64_t(num_sms);
+}
+
 // The merge's cost for `segments` x k keys (0 for one segment). The cluster merge: 1/64 per
 // key (session 19's sweep of 13 decode points, B 1-128, K 512-2048: the picks within 3.3% of
 // each point's fastest plan, 9 of 13 the fastest; B1 takes 13-15 segments). The ordered

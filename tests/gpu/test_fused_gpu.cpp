@@ -533,6 +533,39 @@ TEST(GpuFused, ClusterMergeAtEverySegmentCount) {
   EXPECT_GE(cases, 42) << "segment counts 2 .. 15 or 16 at each K";
 }
 
+// The cluster merge with two segments per CTA (heuristics.h cluster_merge_pairs_segments:
+// more rows x segments than one wave of merge CTAs): SMs + 8 rows at every segment count of
+// clusters of 2, so each takes that layout, with a window ending in its second segment, one
+// shorter than K and one failing its page check.
+TEST(GpuFused, ClusterMergeWithPairedSegments) {
+  SKIP_WITHOUT_GPU();
+  using flashindexer::cuda::FusedStagedPlan;
+  int sms = 0;
+  GPU_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int32_t requests = sms + 8;
+  int cases = 0;
+  for (int32_t k : {512, 2048}) {
+    std::vector<FusedStagedPlan> plans;
+    flashindexer::cuda::for_each_fused_staged_plan(9000, 2, [&](const FusedStagedPlan& p) {
+      if (p.segments > 1) plans.push_back(p);
+    });
+    for (const FusedStagedPlan& plan : plans) {
+      ASSERT_TRUE(flashindexer::cuda::cluster_merge_pairs_segments(plan.segments, requests, sms));
+      const Generator g = kMergeKeys[cases % std::size(kMergeKeys)];
+      HostProblem h = make(decode_rows(CacheFormat::kFp8E4M3, g, requests, 9000, k, 330 + uint64_t(cases)));
+      const int64_t segment = int64_t(plan.cluster) * plan.chunk;
+      h.context_lens[1] = int32_t(std::min<int64_t>(segment + 100, 9000));
+      h.context_lens[2] = k - 7;
+      h.page_table[size_t(3 * h.table_width) + 1] = int32_t(h.num_pages + 3);
+      expect_plan_exact(h, plan,
+                        std::to_string(requests) + " x 9,000 k " + std::to_string(k) + ", " +
+                            std::to_string(plan.segments) + " segments, " + to_string(g));
+      ++cases;
+    }
+  }
+  EXPECT_GE(cases, 4) << "segment counts 2 .. at each K";
+}
+
 // Speculative rows in pairs (fp8, next_n = 2: one CTA scores a request's two rows in one pass
 // over its keys, the rows' selections one after the other): forced plans of 1, 2 and the most
 // segments at clusters of 2 and 8, both orders, on keys that tie, plateau, carry NaN and inf,

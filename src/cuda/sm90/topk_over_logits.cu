@@ -751,7 +751,8 @@ __global__ void __launch_bounds__(kBlock, kOrdered ? 1 : 2) topk_merge_kernel(co
 }
 
 // The cluster merge: the fused decode rows' S <= kFusedStagedMaxSegments segments, position
-// order. A cluster of C = ceil(S / per) CTAs per row, per = ceil(S / 8) segments each: CTA r
+// order. A cluster of C CTAs per row, per = ceil(S / C) <= 2 segments each (C = S when the
+// rows x S CTAs fit one wave, else ceil(S / 2): heuristics.h cluster_merge_ctas): CTA r
 // holds the keys of segments [r per, (r + 1) per) in registers (thread t its flat keys
 // t + 512 j, in position order: the slots are, and the segments follow each other). The K-th
 // key comes from a radix select whose histograms are summed over the cluster: per pass each
@@ -770,22 +771,22 @@ constexpr int kClusterMergeMaxCtas = 8;
 constexpr int kClusterMergeItems = cuda::kFusedStagedMaxSegments / kClusterMergeMaxCtas * kMaxK / kBlock;
 static_assert(kClusterMergeItems * (kBlock / 32) == 4 * 32, "warp 0 scans the kept counts, four per lane");
 
-__host__ __device__ constexpr int cluster_merge_per(int splits) {
-  return (splits + kClusterMergeMaxCtas - 1) / kClusterMergeMaxCtas;
-}
-__host__ __device__ constexpr int cluster_merge_ctas(int splits) {
-  return (splits + cluster_merge_per(splits) - 1) / cluster_merge_per(splits);
-}
+// CTAs per row (heuristics.h cluster_merge_ctas: a segment each, or two when the rows would
+// take more than a wave); each CTA takes per = ceil(S / C) segments.
+__host__ __device__ constexpr int cluster_merge_per(int splits, int ctas) { return (splits + ctas - 1) / ctas; }
 
 __host__ __device__ constexpr bool cluster_merge_covers_every_segment_count() {
-  for (int s = 2; s <= cuda::kFusedStagedMaxSegments; ++s) {
-    const int per = cluster_merge_per(s), ctas = cluster_merge_ctas(s);
-    if (ctas > kClusterMergeMaxCtas || per * ctas < s || (ctas - 1) * per >= s || per * kMaxK > kClusterMergeItems * kBlock)
-      return false;
-  }
+  for (int s = 2; s <= cuda::kFusedStagedMaxSegments; ++s)
+    for (const bool paired : {false, true}) {
+      const int ctas = cuda::cluster_merge_ctas(s, paired), per = cluster_merge_per(s, ctas);
+      if (ctas < 1 || ctas > kClusterMergeMaxCtas || per > 2 || per * ctas < s || (ctas - 1) * per >= s ||
+          per * kMaxK > kClusterMergeItems * kBlock)
+        return false;
+    }
   return true;
 }
-static_assert(cluster_merge_covers_every_segment_count(), "<= 8 CTAs, none empty, each CTA's keys in its registers");
+static_assert(cluster_merge_covers_every_segment_count(),
+              "<= 8 CTAs, none empty, at most two segments each, each CTA's keys in its registers");
 
 struct ClusterMergeShared {  // read by the cluster's other CTAs
   uint64_t lo, hi;           // this CTA's least and largest key (~0 / 0: none)
@@ -857,7 +858,7 @@ __global__ void __launch_bounds__(kBlock, 2) cluster_merge_kernel(const TopKArgs
   // of segment q0 + j / ips (ips = ceil(K / 512) items per segment), so item order then
   // thread order is position order. Counts, status and keys are loaded at once.
   const SplitCandidates ws = split_workspace(a);
-  const int per = cluster_merge_per(a.splits);
+  const int per = cluster_merge_per(a.splits, int(ctas));
   const int q0 = min(int(rank) * per, a.splits), q1 = min(q0 + per, a.splits);
   const int ips = (a.k + kBlock - 1) / kBlock;
   const int64_t slot0 = row * a.splits + q0;
@@ -1196,7 +1197,9 @@ cudaError_t topk_merge_splits(const TopKArgs& a, cudaStream_t stream, bool order
   if (rows == 0) return cudaSuccess;
   if (cudaError_t e = configure_kernels(); e != cudaSuccess) return e;
   if (ordered && use_cluster_merge(a)) {
-    const int ctas = cluster_merge_ctas(a.splits);
+    int sms = 0;
+    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0); e != cudaSuccess) return e;
+    const int ctas = cuda::cluster_merge_ctas(a.splits, cuda::cluster_merge_pairs_segments(a.splits, rows, sms));
     cudaLaunchAttribute attrs[2]{};
     cudaLaunchConfig_t cfg = cluster_config(attrs[0], rows * ctas, kBlock, 0, ctas, stream);
     attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
