@@ -363,9 +363,10 @@ inline constexpr bool kStagedPairOwnRows = FI_STAGED_PAIR_OWN_ROWS != 0;
 constexpr int fused_staged_serial_finishes(int cluster, int rows_per_cta) {
   return kStagedPairOwnRows && rows_per_cta == 2 && cluster == 2 ? 1 : rows_per_cta;
 }
-// Positions per CTA of a pair: two stages of 62 KiB beside the scorer's 100 KiB (fp8, 128
-// columns: its f16 queries take 32 KiB) within the H200's 227 KiB.
-inline constexpr int64_t kFusedStagedPairMaxChunk = 15872;
+// Positions per CTA of a pair: two stages of 64 KiB beside the scorer's 91 KiB (fp8, 128
+// columns: its f16 queries take 32 KiB, its ring 7 key tiles) within Hopper's 227 KiB, so
+// that 2 x 16,384 positions cover a row of 32,768 in one segment (no merge).
+inline constexpr int64_t kFusedStagedPairMaxChunk = 16384;
 
 // Calls f(plan) for every plan with `cluster` CTAs per segment that covers max_context in
 // chunks a CTA's stages hold (rows_per_cta of them: kFusedStagedPairMaxChunk for pairs), with

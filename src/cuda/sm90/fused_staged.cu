@@ -121,7 +121,7 @@ __host__ __device__ constexpr int64_t stage_stride(int64_t chunk) {
 }
 
 template <class Smem>
-size_t staged_smem_bytes(int64_t chunk, int rows) {
+constexpr size_t staged_smem_bytes(int64_t chunk, int rows) {
   return 1024 + stage_offset<Smem>() + size_t(rows) * size_t(stage_stride(chunk)) * 4;
 }
 
@@ -438,10 +438,15 @@ __device__ void select_own_row(const cg::cluster_group& cluster, const ScorerArg
   cluster.barrier_wait();  // no CTA leaves while the other may read its stages
 }
 
+// Key tiles in the scorer's ring: a pair's 7 (not 8) leave room for two stages of
+// kFusedStagedPairMaxChunk = 16,384 positions beside it (fp8, 128 columns).
+template <int kRows>
+constexpr int kStagedRing = kRows == 2 ? 7 : kScorerStages;
+
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 __global__ void __launch_bounds__(kThreads, 1)
     fused_staged_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ StagedParams f) {
-  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, 3>;
+  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, 3, kStagedRing<kRows>>;
   static_assert(Core::kThreads == kThreads);
   extern __shared__ uint8_t smem_raw[];
   auto& sm = carve<typename Core::Smem>(smem_raw);
@@ -501,7 +506,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 template <CacheFormat kFormat, int kHeads, int kRows>
-using StagedSmem = typename PagedScorer<kFormat, kHeads, kRows, ScoreAccuracy::kFp32, 3>::Smem;
+using StagedSmem = typename PagedScorer<kFormat, kHeads, kRows, ScoreAccuracy::kFp32, 3, kStagedRing<kRows>>::Smem;
+static_assert(staged_smem_bytes<StagedSmem<CacheFormat::kFp8E4M3, 64, 2>>(cuda::kFusedStagedPairMaxChunk, 2) +
+                      sizeof(StagedShared) <= 227 * 1024,
+              "a pair's widest stages fit a Hopper CTA's 227 KiB");
 
 // The group shapes this kernel is built for (heuristics.h fused_staged_rows_per_cta).
 template <CacheFormat kFormat, int kHeads, int kRows>

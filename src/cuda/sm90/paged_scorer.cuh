@@ -172,10 +172,12 @@ struct Mxfp4RawRing {
 };
 struct NoRawRing {};
 
-template <int kN, bool kMx>
+// kRing: key tiles in the ring (kScorerStages; the fused decode pairs take 7 to leave room for
+// their stages).
+template <int kN, bool kMx, int kRing = kScorerStages>
 struct ScorerSmem {
   static constexpr bool kRegKeys = kMx && kN <= 128 && FI_SCORER_REG_KEYS != 0;
-  static constexpr int kStages = kRegKeys ? 2 * kScorerStages : kScorerStages;
+  static constexpr int kStages = kRegKeys ? 2 * kRing : kRing;
   // fp8 queries [N, 128], swizzled; fp8 caches keep room for the kFp32 path's f16 queries:
   // two [N, 64] f16 atoms (D in MMA order, load_queries), swizzled.
   alignas(1024) uint8_t q[kN * (kMx ? 128 : 256)];
@@ -263,7 +265,8 @@ __device__ Smem& carve(uint8_t* raw) {
 // kConsumerWgs: consumer warpgroups (2; 3 for groups of N <= 64 on the register-key path and
 // N <= 128 on the fp8 path: dense_logits.cu's register-key groups, fused_staged.cu; the
 // lockstep sink of fused_topk.cu needs 2).
-template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy, int kConsumerWgs = 2>
+template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy, int kConsumerWgs = 2,
+          int kRing = kScorerStages>
 struct PagedScorer {
   static constexpr int kN = kHeads * kRows;
   static constexpr bool kMx = kFormat == CacheFormat::kMxfp4;
@@ -274,7 +277,7 @@ struct PagedScorer {
   static constexpr uint32_t kEmptyArrivals = kShareTiles ? 256 : 128;
   static constexpr uint32_t kTurnBarrier = 4;  // + cw: "warpgroup cw's turn" (1-3: the fused sink)
   static_assert(kN % 32 == 0 && kN <= 256 && kRows <= 8, "unsupported group shape");
-  using Smem = ScorerSmem<kN, kMx>;
+  using Smem = ScorerSmem<kN, kMx, kRing>;
   static constexpr int kStages = Smem::kStages;
   static constexpr bool kRegKeys = Smem::kRegKeys;
   // The producer hands registers to the consumers (setmaxnreg 88 / 208; three consumer
