@@ -32,13 +32,14 @@
 // Warp roles: warpgroup 0 produces, 1-3 consume, each on every third tile (mxfp4 and fp8
 //   pairs: setmaxnreg 48 / 152, back to 128 after the scoring; fp8 rows alone: 128 registers
 //   throughout); then all 512 threads select.
-// Shared memory: max(scorer 77-100 KiB, RowSelector storage ~88 KiB), which the selection
-//   aliases once the scoring is done, + the stages (per row max(chunk x 4 B, 16 KiB: rank
-//   order sorts K keys there); at most 128 KiB alone, 124 KiB for a pair): one CTA per SM.
-// Measured (docs/perf.md, sessions 14-19): V4-Pro decode B = 64 x 65,536 216 us against
+// Shared memory: max(scorer 77-100 KiB (a pair's ~91 KiB: 7 key tiles in its ring),
+//   RowSelector storage ~88 KiB), which the selection aliases once the scoring is done, + the
+//   stages (per row max(chunk x 4 B, 16 KiB: rank order sorts K keys there); at most 128 KiB,
+//   alone or for a pair): one CTA per SM.
+// Measured (docs/perf.md, sessions 14-21): V4-Pro decode B = 64 x 65,536 216 us against
 //   249 us for dense + TopK; V3.2 1.08x; B = 1 (with the cluster merge): V4-Pro x 262,144
-//   1.15x, V4-Flash 0.91x, V3.2 0.98-1.16x; V3.2 next_n = 2 in pairs (session 20): B32 x
-//   131,072 0.89x, B128 x 32,768 0.81x (rows alone 0.79x, 0.72x).
+//   1.15x, V4-Flash 0.91x, V3.2 0.98-1.16x; V3.2 next_n = 2 in pairs (sessions 20-21): B64 x
+//   32,768 1.25x, B128 x 32,768 1.07x, B32 x 131,072 1.02x (rows alone 0.85x, 0.72x, 0.79x).
 #include <cooperative_groups.h>
 
 #include "cluster_launch.h"
