@@ -288,7 +288,7 @@ TEST(Heuristics, FusedDecodeClustersCoverTheRowInBoundedChunks) {
     for (const int64_t width : {100, 32768, 65536, 131072, 262144}) {
       const auto spec_plan = plan_fused_staged(requests * 2, width, 2048, 132, h200, 2, true, 2);
       const std::string what = std::to_string(requests) + " x 2 x " + std::to_string(width);
-      if (requests * width > (int64_t{1} << 23)) {
+      if (requests * width > (int64_t{1} << 24)) {
         EXPECT_EQ(spec_plan.cluster, 0) << what;  // the lockstep kernel's
         continue;
       }
@@ -308,7 +308,13 @@ TEST(Heuristics, FusedDecodeClustersCoverTheRowInBoundedChunks) {
   EXPECT_EQ(plan_fused_staged(64, 131072, 2048, 132, h200, 2, true, 2).rows_per_cta, 2);
   EXPECT_EQ(plan_fused_staged(128, 32768, 2048, 132, h200, 2, true, 2).rows_per_cta, 2);
   EXPECT_EQ(plan_fused_staged(256, 32768, 2048, 132, h200, 2, true, 2).rows_per_cta, 2);
-  EXPECT_EQ(plan_fused_staged(256, 131072, 2048, 132, h200, 2, true, 2).cluster, 0);
+  // Pairs up to 16M positions (B128 x 131,072: 2 x 4 pairs, the fastest plan of session 21's
+  // sweep), the lockstep kernel beyond.
+  const auto b128 = plan_fused_staged(256, 131072, 2048, 132, h200, 2, true, 2);
+  EXPECT_EQ(b128.rows_per_cta, 2);
+  EXPECT_EQ(b128.cluster, 2);
+  EXPECT_EQ(b128.segments, 4);
+  EXPECT_EQ(plan_fused_staged(256, 262144, 2048, 132, h200, 2, true, 2).cluster, 0);
   // Pairs only of next_n = 2 rows, whole requests.
   EXPECT_EQ(plan_fused_staged(3, 65536, 2048, 132, h200, 2, true, 2).cluster, 0);
   EXPECT_EQ(plan_fused_staged(4, 65536, 2048, 132, h200, 1, true, 2).cluster, 0);

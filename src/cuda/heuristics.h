@@ -394,13 +394,14 @@ inline void for_each_fused_staged_plan(int64_t max_context, int cluster, F&& f, 
 inline constexpr int64_t kFusedStagedMaxSpeculativePositions = FI_FUSED_STAGED_MAX_SPECULATIVE;
 
 // Pairs (rows_per_cta 2) take requests whose keys are at most this many positions (B x
-// max_context): H200, V3.2 next_n = 2 (docs/perf.md, session 20): B64 x 131,072 (8M) 794 us
-// against the lockstep kernel's 844; B128 x 131,072 (16M) 1,714 against 1,491.
-inline constexpr int64_t kFusedStagedMaxPairPositions = int64_t{1} << 23;
+// max_context): H200, V3.2 next_n = 2: B128 x 131,072 (16M) 1,357 us (2 x 4 pairs) against the
+// lockstep kernel's 1,489 (docs/perf.md, session 21; 1,714 against 1,491 in session 20, before
+// a pair's rows were selected side by side). Beyond 16M (B128 x 262,144) nothing was measured.
+inline constexpr int64_t kFusedStagedMaxPairPositions = int64_t{1} << 24;
 
 // The cheapest plan with `rows_per_cta` rows per CTA, and its cost (INT64_MAX: none). A CTA of
 // two rows costs its chunk x 3 / 2 (one read of the keys, twice the MMA and epilogue work)
-// plus two finishes.
+// plus the finishes it runs one after the other (fused_staged_serial_finishes).
 inline std::pair<FusedStagedPlan, int64_t> cheapest_fused_staged_plan(int64_t rows, int64_t max_context, int32_t k,
                                                                       int num_sms, const ClusterCapacity& cap,
                                                                       bool by_position, int rows_per_cta) {

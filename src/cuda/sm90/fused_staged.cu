@@ -168,6 +168,37 @@ __device__ uint64_t segment_guess(const Cluster& cluster, RowSelector::Storage& 
   return RowSelector::Select::floor_of_kth(st.select, st.cand, RowSelector::kTile, n, n + n / 2, int(threadIdx.x));
 }
 
+// Step 2's split of one CTA's stage (positions [c0, c1)): warp w takes float4 [wv0, wv1), runs
+// of wper (a multiple of 32); cells [v_lo, v_hi) lie in the window.
+struct StageRun {
+  int32_t v_lo, v_hi, wper, wv0, wv1;
+  __device__ StageRun(int64_t c0, int64_t c1, const Segment& s, int warp) {
+    v_lo = int32_t(max(c0, s.lo) - c0);
+    v_hi = int32_t(max(min(c1, s.hi) - c0, int64_t(0)));
+    const int32_t nv = int32_t((c1 - c0 + 3) / 4);
+    wper = ((nv + kWarps - 1) / kWarps + 31) / 32 * 32;
+    wv0 = min(warp * wper, nv);
+    wv1 = min(wv0 + wper, nv);
+  }
+};
+
+// The warps' places among the CTA's candidates: each warp's count (in_warp) to warp_count
+// after a barrier (its last readers are done), then *before = base + the counts of the warps
+// below this one. Returns the CTA's total. Block-wide.
+__device__ inline uint32_t warp_places(uint32_t in_warp, uint32_t base, uint32_t* warp_count, int warp, int lane,
+                                       uint32_t* before) {
+  __syncthreads();
+  if (lane == 0) warp_count[warp] = in_warp;
+  __syncthreads();
+  uint32_t b = base, total = 0;
+  for (int q = 0; q < kWarps; ++q) {
+    b += q < warp ? warp_count[q] : 0u;
+    total += warp_count[q];
+  }
+  *before = b;
+  return total;
+}
+
 // Step 2 over one CTA's stage of the row (`stage`: this CTA's or, through distributed shared
 // memory, another's), which holds positions [c0, c1): the rank keys of its scores in [lo, hi)
 // and (unless take_all) >= f_tau, in position order at cand[base, base + count), written only
@@ -176,11 +207,9 @@ __device__ uint64_t segment_guess(const Cluster& cluster, RowSelector::Storage& 
 __device__ uint32_t stage_pass(const float* stage, int64_t c0, int64_t c1, const Segment& s, float f_tau,
                                uint64_t* cand, uint32_t base, uint32_t* warp_count) {
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  const int32_t v_lo = int32_t(max(c0, s.lo) - c0), v_hi = int32_t(max(min(c1, s.hi) - c0, int64_t(0)));  // in-window cells
-  const int32_t nv = int32_t((c1 - c0 + 3) / 4);
-  const int32_t wper = ((nv + kWarps - 1) / kWarps + 31) / 32 * 32;
-  const int32_t wv0 = min(warp * wper, nv), wv1 = min(wv0 + wper, nv);
-  const LaneRun run(wv0, wv1, wper, lane);  // <= kPassBits / 4 float4 per lane
+  const StageRun sr(c0, c1, s, warp);
+  const int32_t v_lo = sr.v_lo, v_hi = sr.v_hi;
+  const LaneRun run(sr.wv0, sr.wv1, sr.wper, lane);  // <= kPassBits / 4 float4 per lane
   const bool take_all = s.take_all;
   const uint64_t pass = run.pass(reinterpret_cast<const float4*>(stage), [&](const float4& v, int32_t i) {
     const float x[4] = {v.x, v.y, v.z, v.w};
@@ -191,14 +220,8 @@ __device__ uint32_t stage_pass(const float* stage, int64_t c0, int64_t c1, const
     return b;
   });
   const uint32_t in_warp = __reduce_add_sync(0xffffffffu, uint32_t(__popcll(pass)));
-  __syncthreads();  // warp_count's last readers are done
-  if (lane == 0) warp_count[warp] = in_warp;
-  __syncthreads();
-  uint32_t before = base, total = 0;
-  for (int q = 0; q < kWarps; ++q) {
-    before += q < warp ? warp_count[q] : 0u;
-    total += warp_count[q];
-  }
+  uint32_t before;
+  const uint32_t total = warp_places(in_warp, base, warp_count, warp, lane, &before);
   if (base + total <= uint32_t(RowSelector::kCap))
     put_passing(cand, before, pass, stage + int64_t(run.l0) * 4, int32_t(c0 + int64_t(run.l0) * 4), lane);
   return total;
@@ -214,11 +237,9 @@ static_assert(cuda::kFusedStagedPairMaxChunk / 4 <= kHeldVec * kThreads, "a pair
 __device__ uint32_t stage_pass_held(const float* stage, int64_t c0, int64_t c1, const Segment& s, float f_tau,
                                     uint64_t* cand, uint32_t base, uint32_t* warp_count) {
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  const int32_t v_lo = int32_t(max(c0, s.lo) - c0), v_hi = int32_t(max(min(c1, s.hi) - c0, int64_t(0)));  // in-window cells
-  const int32_t nv = int32_t((c1 - c0 + 3) / 4);
-  const int32_t wper = ((nv + kWarps - 1) / kWarps + 31) / 32 * 32;
-  const int32_t wv0 = min(warp * wper, nv), wv1 = min(wv0 + wper, nv);
-  const int32_t l0 = min(wv0 + lane * (wper / 32), wv1), l1 = min(l0 + wper / 32, wv1);  // this lane's float4
+  const StageRun sr(c0, c1, s, warp);
+  const int32_t v_lo = sr.v_lo, v_hi = sr.v_hi;
+  const int32_t l0 = min(sr.wv0 + lane * (sr.wper / 32), sr.wv1), l1 = min(l0 + sr.wper / 32, sr.wv1);  // this lane's float4
   float4 v[kHeldVec];
 #pragma unroll
   for (int i = 0; i < kHeldVec; ++i)
@@ -234,21 +255,10 @@ __device__ uint32_t stage_pass_held(const float* stage, int64_t c0, int64_t c1, 
     }
   }
   const uint32_t mine = uint32_t(__popc(pass));
-  uint32_t incl = mine;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += u;
-  }
+  const uint32_t incl = warp_inclusive_sum(mine, lane);
   const uint32_t in_warp = __shfl_sync(0xffffffffu, incl, 31);
-  __syncthreads();  // warp_count's last readers are done
-  if (lane == 0) warp_count[warp] = in_warp;
-  __syncthreads();
-  uint32_t before = base, total = 0;
-  for (int q = 0; q < kWarps; ++q) {
-    before += q < warp ? warp_count[q] : 0u;
-    total += warp_count[q];
-  }
+  uint32_t before;
+  const uint32_t total = warp_places(in_warp, base, warp_count, warp, lane, &before);
   if (base + total <= uint32_t(RowSelector::kCap)) {
     const uint32_t at = before + incl - mine;
 #pragma unroll

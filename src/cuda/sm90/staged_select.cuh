@@ -104,6 +104,16 @@ struct LaneRun {
   }
 };
 
+// The inclusive prefix sum of x over the warp's lanes, in lane order (warp-wide).
+__device__ inline uint32_t warp_inclusive_sum(uint32_t x, int lane) {
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint32_t u = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x += u;
+  }
+  return x;
+}
+
 // Pass 2 of the staged kernels (warp-wide): lane l's scores f[i] whose bit i of `pass` is
 // set, as rank keys of positions pos0 + i, in position order from cand[base + the passing
 // scores of the warp's lanes below l] on. Each lane starts at its bit `lane` (wrapping):
@@ -112,13 +122,7 @@ struct LaneRun {
 __device__ inline void put_passing(uint64_t* cand, uint32_t base, uint64_t pass, const float* f, int32_t pos0,
                                    int lane) {
   const uint32_t mine = uint32_t(__popcll(pass));
-  uint32_t incl = mine;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += u;
-  }
-  const uint32_t at = base + incl - mine;
+  const uint32_t at = base + warp_inclusive_sum(mine, lane) - mine;
   const uint64_t rotated = lane == 0 ? pass : (pass >> lane) | (pass << (64 - lane));
 #pragma unroll 1
   for (uint64_t m = rotated; m != 0; m &= m - 1) {
