@@ -1197,8 +1197,9 @@ cudaError_t topk_merge_splits(const TopKArgs& a, cudaStream_t stream, bool order
   if (rows == 0) return cudaSuccess;
   if (cudaError_t e = configure_kernels(); e != cudaSuccess) return e;
   if (ordered && use_cluster_merge(a)) {
-    int sms = 0;
-    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0); e != cudaSuccess) return e;
+    int dev = 0, sms = 0;
+    if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess) return e;
     const int ctas = cuda::cluster_merge_ctas(a.splits, cuda::cluster_merge_pairs_segments(a.splits, rows, sms));
     cudaLaunchAttribute attrs[2]{};
     cudaLaunchConfig_t cfg = cluster_config(attrs[0], rows * ctas, kBlock, 0, ctas, stream);
