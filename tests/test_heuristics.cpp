@@ -315,6 +315,20 @@ TEST(Heuristics, FusedDecodeClustersCoverTheRowInBoundedChunks) {
   EXPECT_EQ(b128.cluster, 2);
   EXPECT_EQ(b128.segments, 4);
   EXPECT_EQ(plan_fused_staged(256, 262144, 2048, 132, h200, 2, true, 2).cluster, 0);
+  // The fastest plans of session 21's sweeps (H200, V3.2 next_n = 2, 81fa74a): B8 x 32,768 2 x 8
+  // pairs, B64 and B128 x 32,768 2 x 1 pairs (one segment: a pair's chunk of 16,384), B32 x
+  // 131,072 2 x 4 pairs.
+  const auto expect_pairs = [&](int64_t requests, int64_t width, int segments) {
+    const auto pick = plan_fused_staged(2 * requests, width, 2048, 132, h200, 2, true, 2);
+    const std::string what = std::to_string(requests) + " requests x " + std::to_string(width);
+    EXPECT_EQ(pick.rows_per_cta, 2) << what;
+    EXPECT_EQ(pick.cluster, 2) << what;
+    EXPECT_EQ(pick.segments, segments) << what;
+  };
+  expect_pairs(8, 32768, 8);
+  expect_pairs(64, 32768, 1);
+  expect_pairs(128, 32768, 1);
+  expect_pairs(32, 131072, 4);
   // Pairs only of next_n = 2 rows, whole requests.
   EXPECT_EQ(plan_fused_staged(3, 65536, 2048, 132, h200, 2, true, 2).cluster, 0);
   EXPECT_EQ(plan_fused_staged(4, 65536, 2048, 132, h200, 1, true, 2).cluster, 0);
