@@ -189,11 +189,13 @@ TEST(Heuristics, ScorerMaxSplitsBoundsSplitsIndependentlyOfContext) {
 }
 
 // The fused operator's vote interval: a power of two that keeps appends in bounds
-// (cap >= K + 2 x every x step) whenever the capacity meets the minimum, and prefers the
-// longest interval that leaves as much room free as it reserves.
+// (cap >= K + every x step: one interval of room above the vote limit) whenever the
+// capacity meets the minimum, and prefers the longest interval that leaves as much room free
+// as it reserves.
 TEST(Heuristics, FusedVoteIntervalKeepsAppendsInBounds) {
   using flashindexer::cuda::fused_min_capacity;
   using flashindexer::cuda::fused_vote_interval;
+  using flashindexer::cuda::fused_vote_limit;
   for (const int32_t step : {64, 128})
     for (const int32_t k : {1, 7, 512, 1000, 1024, 2048})
       for (int32_t cap = fused_min_capacity(k, step); cap < 9000; cap += 37) {
@@ -201,16 +203,22 @@ TEST(Heuristics, FusedVoteIntervalKeepsAppendsInBounds) {
         ASSERT_GE(every, 1);
         ASSERT_LE(every, 8);
         ASSERT_EQ(every & (every - 1), 0) << every;
-        ASSERT_LE(int64_t(k) + 2 * int64_t(every) * step, cap) << "k " << k << " cap " << cap;
-        if (every < 8 && int64_t(k) + 4 * int64_t(2 * every) * step <= cap) ADD_FAILURE() << "not the longest";
+        ASSERT_LE(int64_t(k) + int64_t(every) * step, cap) << "k " << k << " cap " << cap;
+        ASSERT_GE(fused_vote_limit(cap, step, every), k) << "k " << k << " cap " << cap;
+        ASSERT_EQ(fused_vote_limit(cap, step, every) + int64_t(every) * step, cap);
+        if (every < 8 && int64_t(k) + 2 * int64_t(2 * every) * step <= cap) ADD_FAILURE() << "not the longest";
       }
-  EXPECT_EQ(fused_min_capacity(2048, 64), 2048 + 128);
-  EXPECT_EQ(fused_min_capacity(1000, 64), 1128);
+  EXPECT_EQ(fused_min_capacity(2048, 64), 2048 + 64);
+  EXPECT_EQ(fused_min_capacity(1000, 64), 1064);
+  EXPECT_EQ(fused_min_capacity(1000, 128), 1128);
   EXPECT_EQ(fused_min_capacity(7, 128), 512);    // the final sort's least size
   EXPECT_EQ(fused_min_capacity(300, 64), 512);
   EXPECT_EQ(fused_min_capacity(513, 64), 1024);
-  EXPECT_EQ(fused_vote_interval(3800, 2048, 64), 4);  // fp8 prefill, K = 2048
-  EXPECT_EQ(fused_vote_interval(2298, 512, 64), 4);   // mxfp4 prefill, K = 512
+  EXPECT_EQ(fused_vote_interval(3770, 2048, 64), 8);  // fp8 prefill, K = 2048 (H200: cap 3,770)
+  EXPECT_EQ(fused_vote_interval(3000, 2048, 64), 4);  // 2,048 + 2 x 8 x 64 > 3,000
+  EXPECT_EQ(fused_vote_interval(2330, 512, 64), 8);   // mxfp4 prefill, K = 512
+  EXPECT_EQ(fused_vote_interval(2330, 1024, 64), 8);  // mxfp4 prefill, K = 1024
+  EXPECT_EQ(fused_vote_interval(2048 + 64, 2048, 64), 1);  // the least capacity: one step of room
 }
 
 }  // namespace

@@ -82,15 +82,16 @@ TEST(SampledStart, GuessHoldsOnRandomRows) {
 
 TEST(SampledStart, SampleNeverCompactsAndTakesAVoteStep) {
   using flashindexer::cuda::fused_sample_tiles;
-  EXPECT_EQ(fused_sample_tiles(3770, 2048, 64, 4), 48);  // fp8, K = 2048 (H200)
-  EXPECT_EQ(fused_sample_tiles(2330, 512, 64, 4), 28);   // mxfp4, K = 512
-  EXPECT_EQ(fused_sample_tiles(2048 + 512, 2048, 64, 4), 0);
+  EXPECT_EQ(fused_sample_tiles(3770, 2048, 64, 8), 48);  // fp8, K = 2048 (H200): limit 3,258
+  EXPECT_EQ(fused_sample_tiles(2330, 512, 64, 8), 24);   // mxfp4, K = 512: limit 1,818, 28 tiles, a multiple of 8
+  EXPECT_EQ(fused_sample_tiles(2048 + 512, 2048, 64, 4), 36);
+  EXPECT_EQ(fused_sample_tiles(2048 + 256, 2048, 64, 4), 0);  // no room above K under the limit
   for (int32_t cap = 600; cap < 9000; cap += 53)
     for (int32_t every : {1, 2, 4, 8}) {
       const int32_t s = fused_sample_tiles(cap, 512, 64, every);
       EXPECT_EQ(s % every, 0);
       if (s > 0) {
-        EXPECT_LE(int64_t(s) * 64, int64_t(cap) - 2 * every * 64) << cap << " " << every;
+        EXPECT_LE(int64_t(s) * 64, int64_t(cap) - every * 64) << cap << " " << every;
       }
     }
 }

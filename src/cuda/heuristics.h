@@ -223,34 +223,41 @@ inline constexpr int32_t fused_step_puts(int32_t heads, int32_t rows_per_group) 
   return heads * rows_per_group == 256 ? 64 : 128;
 }
 
-// The least capacity for K: K plus two vote intervals of one step (the vote reads counts that
-// may lag one interval), and the final sort's power of two >= K, 512 at least (its network
-// sorts 8 keys per thread on at least two warps: bitonic_sort.cuh).
+// The least capacity for K: K plus one vote interval of one step (the vote is exact: it asks
+// whether an append crossed the limit, fused_topk.cu), and the final sort's power of two >= K,
+// 512 at least (its network sorts 8 keys per thread on at least two warps: bitonic_sort.cuh).
 inline int32_t fused_min_capacity(int32_t k, int32_t step_puts) {
   int32_t p = 512;
   while (p < k) p <<= 1;
-  return std::max(p, k + 2 * step_puts);
+  return std::max(p, k + step_puts);
 }
 
 // Steps between compaction votes: the largest power of two <= max_every that keeps at least
-// as much room free as it reserves (cap >= K + 4 x every x step), else the largest that fits
-// (cap >= K + 2 x every x step), 1 at least (fused_min_capacity guarantees 1 fits).
+// as much room free as it reserves (cap >= K + 2 x every x step), else the largest that fits
+// (cap >= K + every x step), 1 at least (fused_min_capacity guarantees 1 fits). A row
+// compacts once its count passes the vote limit cap - every x step (fused_vote_limit).
 inline int32_t fused_vote_interval(int32_t cap, int32_t k, int32_t step_puts, int32_t max_every = 8) {
   auto fits = [&](int32_t every, int64_t reserve) { return int64_t(k) + reserve * every * step_puts <= cap; };
   int32_t every = max_every;
-  while (every > 1 && !fits(every, 4)) every /= 2;
+  while (every > 1 && !fits(every, 2)) every /= 2;
   if (every > 1) return every;
   every = max_every;
-  while (every > 1 && !fits(every, 2)) every /= 2;
+  while (every > 1 && !fits(every, 1)) every /= 2;
   return every;
+}
+
+// The count above which a row compacts at a vote: between two votes a row gains at most
+// vote_every x step_puts keys, so a row at or below it keeps its appends in bounds.
+inline int64_t fused_vote_limit(int32_t cap, int32_t step_puts, int32_t vote_every) {
+  return int64_t(cap) - int64_t(vote_every) * step_puts;
 }
 
 // Fused operator, sampled start (sm90/sampled_start.h): with N = 256 (steps of one tile of
 // step_puts keys per row) and one split, the tiles sampled first, at most: a multiple of
-// vote_every (the guess takes a vote step) whose appends stay under the vote limit
-// cap - 2 x vote_every x step_puts, so the sample phase never compacts; 0 for no sampling.
+// vote_every (the guess takes a vote step) whose appends stay within the vote limit, so the
+// sample phase never compacts; 0 for no sampling.
 inline int32_t fused_sample_tiles(int32_t cap, int32_t k, int32_t step_puts, int32_t vote_every) {
-  const int64_t limit = int64_t(cap) - 2 * int64_t(vote_every) * step_puts;
+  const int64_t limit = fused_vote_limit(cap, step_puts, vote_every);
   if (step_puts <= 0 || vote_every <= 0 || limit <= k) return 0;
   return int32_t(limit / step_puts / vote_every * vote_every);
 }

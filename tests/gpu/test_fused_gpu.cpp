@@ -199,10 +199,12 @@ struct LockstepRun {
   DeviceVector<uint8_t> ws;
   flashindexer::cuda::ScorerPlan plan;
   size_t optin = 0;
-  explicit LockstepRun(const IndexerProblem& p) : out(p.rows.rows(), p.k) {
+  // plan_sms > 0: the plan of a GPU with that many SMs (1: one split per group, as in prefill).
+  explicit LockstepRun(const IndexerProblem& p, int plan_sms = 0) : out(p.rows.rows(), p.k) {
     int smem = 0, sms = 0;
     EXPECT_EQ(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), cudaSuccess);
     EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+    if (plan_sms > 0) sms = plan_sms;
     optin = size_t(smem);
     plan = flashindexer::cuda::plan_scorer(p.rows.form == RowForm::kDecode, p.rows.rows(), p.rows.next_n,
                                            p.rows.num_requests, p.queries.num_heads, p.rows.max_context, sms);
@@ -864,6 +866,41 @@ TEST(GpuFused, SanitizerSmallCases) {
   s.form = RowForm::kDecode;
   s.next_n = 2;
   expect_fused_exact(make(s), "sanitizer fp8 decode split");
+}
+
+// The lockstep kernel's finish with one split per group (the prefill shape, forced by a
+// plan for one SM): a row's final keys ordered by position through the bitmap of its window,
+// or by rank through the sort. Long rows (ties, causal windows), short rows (every window
+// whole, lengths not a multiple of 32), sliding windows; both formats. Small enough for the
+// sanitizers.
+TEST(GpuFused, SanitizerLockstepOneSplit) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    Generator g;
+    int64_t rows, context;
+    int32_t k;
+    int64_t sliding;
+  };
+  const Case cases[] = {{Generator::kTies, 12, 3000, 512, 0},
+                        {Generator::kGaussian, 12, 1500, 2048, 0},
+                        {Generator::kAscending, 16, 5000, 1024, 2500}};
+  for (CacheFormat f : kFormats)
+    for (const Case& c : cases)
+      for (OutputOrder order : {OutputOrder::kPosition, OutputOrder::kRank}) {
+        SyntheticSpec s = spec(f, c.g, c.rows, 2, c.context, c.k, 140 + uint64_t(c.k) + uint64_t(order));
+        s.order = order;
+        s.sliding_window = c.sliding;
+        const std::string what = std::string(name(f)) + " " + to_string(c.g) + " k " + std::to_string(c.k) +
+                                 (order == OutputOrder::kRank ? " by rank" : " by position");
+        const HostProblem h = make(s);
+        DeviceProblem d(h);
+        LockstepRun run(d.p, 1);
+        ASSERT_EQ(run.plan.splits, 1) << what;
+        const DenseThenTopK dense = gpu_dense_then_topk(d.p);
+        GPU_CHECK(run.run(d.p));
+        GPU_CHECK(cudaDeviceSynchronize());
+        EXPECT_EQ(first_difference(dense.results, run.out.host()), "") << what << ": vs GPU dense + GPU TopK";
+      }
 }
 
 // memcheck only, each case its own test so that each runs in its own bounded sanitizer

@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "../../core/rank_key.h"
+#include "bitmap_order.cuh"
 #include "radix_select.cuh"
 #include "warp_slots.h"
 
@@ -231,42 +232,14 @@ class BlockSelector {
   static constexpr int64_t kBitmapMaxLen = int64_t(kBitmapWords) * 32;
 
   private:
-  // Ascending position without a sort: one bit per window position, an exclusive prefix of
-  // the set bits per 32-bit word, and each key's rank = the prefix of its word + the set bits
-  // below it in that word. Shared memory (inside cand): sorted[kMaxK] keys, bits[words],
-  // prefix[words]. Entered after a barrier that ended every read of cand.
+  // Ascending position without a sort (bitmap_order.cuh). Shared memory (inside cand):
+  // sorted[kMaxK] keys, bits[words], prefix[words]. Entered after a barrier that ended every
+  // read of cand.
   __device__ void rank_by_bitmap(uint64_t (&out)[kSortItems], int32_t n, int64_t start, int64_t len) {
     uint64_t* sorted = s_.cand;
     uint32_t* bits = reinterpret_cast<uint32_t*>(s_.cand + kMaxK);
-    uint32_t* prefix = bits + kBitmapWords;
-    const int words = int((len + 31) / 32);
-    for (int i = threadIdx.x; i < words; i += kThreads) bits[i] = 0;
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < kSortItems; ++i)
-      if (out[i] != 0ull) {
-        const uint32_t off = uint32_t(rank_key_position(out[i]) - start);
-        atomicOr(&bits[off >> 5], 1u << (off & 31));
-      }
-    __syncthreads();
-    // Thread t owns words [t * per, t * per + per): its set bits, then a block-wide scan.
-    const int per = (words + kThreads - 1) / kThreads;
-    const int w0 = int(threadIdx.x) * per;
-    const int w1 = w0 + per < words ? w0 + per : words;
-    uint32_t mine = 0;
-    for (int w = w0; w < w1; ++w) mine += __popc(bits[w]);
-    uint32_t before = Select::exclusive_sum(s_.select, threadIdx.x, mine);
-    for (int w = w0; w < w1; ++w) {
-      prefix[w] = before;
-      before += __popc(bits[w]);
-    }
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < kSortItems; ++i)
-      if (out[i] != 0ull) {
-        const uint32_t off = uint32_t(rank_key_position(out[i]) - start);
-        sorted[prefix[off >> 5] + __popc(bits[off >> 5] & ((1u << (off & 31)) - 1u))] = out[i];
-      }
+    BitmapOrder<kThreads, CtaSync, Select>::place(out, start, len, bits, bits + kBitmapWords, sorted, s_.select,
+                                                  int(threadIdx.x));
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < kSortItems; ++i) {

@@ -11,8 +11,9 @@
 //   (0 at first, then a floor at or below the row's K-th best key): a score whose rank key
 //   beats tau is appended (shared atomic). The sink steps with both consumer warpgroups (a
 //   step is a tile, or a pair of tiles when N <= 128); every `vote_every` steps (a power of
-//   two up to 8, chosen on the host from the free room) a bar.red.or vote asks whether a
-//   row has less than two vote intervals of room left, and the threads that score the row
+//   two up to 8, chosen on the host from the free room) a bar.red.or vote asks whether an
+//   append took a row past the limit (one vote interval of room below the end of its buffer:
+//   the thread whose append index is the limit knows it), and the threads that score the row
 //   compact it: one radix histogram pass (radix_select.cuh, as TopK over logits) finds the
 //   lower edge of the digit bin holding the K-th key, the keys at or above it are kept (K
 //   and a few more; the exact K-th when that bin is too full) and tau rises to that edge.
@@ -20,8 +21,9 @@
 //   alone (128 threads), so the warpgroups never wait for each other; otherwise both do.
 //   Exact and bounded by construction; the producer keeps filling the key ring meanwhile.
 //   Finish, per row: a last, exact compaction to min(K, n), then
-//   - one split: a register bitonic sort (bitonic_sort.cuh) by position or rank, outputs
-//     written as TopK's write_row does;
+//   - one split: ordered by position through a bitmap of the window in the free key ring
+//     (bitmap_order.cuh; windows up to 4 x the ring's bytes), else and by rank a register
+//     bitonic sort (bitonic_sort.cuh); outputs written as TopK's write_row does;
 //   - several splits: the local top K to the workspace (SplitCandidates), merged by the
 //     merge kernel of topk_over_logits.cu (the one TopK's split rows use).
 // Warp roles: the scorer's (warpgroup 0 produces, 1-2 consume); selection runs on the
@@ -35,6 +37,7 @@
 // Measured (docs/perf.md): bit-identical to dense + TopK everywhere; as fast in prefill at
 //   K <= 1024, 0.91x at K = 2048 (docs/design.md, "Next").
 #include "../../core/rank_key.h"
+#include "bitmap_order.cuh"
 #include "bitonic_sort.cuh"
 #include "fused_topk.h"
 #include "paged_scorer.cuh"
@@ -55,6 +58,12 @@ using Select = RadixSelect<kConsumers, ConsumerSync>;
 using WgSync = WarpgroupSync<2, 1>;
 using WgSelect = RadixSelect<128, WgSync, 1024>;
 using Sort = BitonicSort<kConsumers, ConsumerSync>;
+using Order = BitmapOrder<kConsumers, ConsumerSync, Select>;
+constexpr int kOrderItems = Sort::kItems;  // a row's final keys (<= Sort::kMaxKeys) per consumer thread
+// The longest window the finish orders by a bitmap in the key ring: one bit and one 32-bit
+// prefix per 32 positions each take half of it (4 x its bytes: 262,144 positions in 64 KiB).
+template <class Smem>
+constexpr int64_t kOrderMaxLen = int64_t(sizeof(Smem::k)) * 4;
 
 template <int kRows>
 struct SelectState {
@@ -103,7 +112,7 @@ struct FusedParams {
   TopKOutputs out;
   int32_t k;
   int32_t cap;         // candidate keys per row
-  int32_t vote_every;  // steps between votes (a power of two): cap >= K + 2 x vote_every x step_puts
+  int32_t vote_every;  // steps between votes (a power of two): cap >= K + vote_every x step_puts
   bool by_rank;        // output order
   SplitCandidates ws;  // splits > 1
   int32_t max_sample;  // tiles sampled first (sampled_start.h); 0: plain order (and in the repair launch)
@@ -124,7 +133,9 @@ struct SelectSink {
   uint64_t* keys;  // [kRows, cap]
   int32_t cap, k;
   uint32_t vote_mask;  // vote_every - 1
+  uint32_t limit;      // a row whose count passes it compacts at the next vote (cuda::fused_vote_limit)
   uint32_t steps = 0;
+  bool crossed = false;  // since the last vote, one of this thread's appends took a row past limit
   FusedClock clock;
 
   // After the sample (step sm.order.sample, a vote step): each own row with enough sample
@@ -151,46 +162,64 @@ struct SelectSink {
     }
   }
 
-  // Between two votes every row gains at most vote_every x kStepPuts keys; the vote keeps
-  // that much room free, so appends stay in bounds.
+  // Every row is at or below limit when an interval starts and gains at most vote_every x
+  // kStepPuts keys in it, so appends stay in bounds. The count passes limit with exactly one
+  // append, whose index is limit: that thread remembers it for the vote.
   __device__ void put(int r, int64_t, int64_t pos, float v) {
     if constexpr (FI_FUSED_PUTS != 0) {
       const uint64_t rk = rank_key(v, int32_t(pos));
-      if (rk > st.tau[r]) keys[size_t(r) * cap + atomicAdd(&st.count[r], 1u)] = rk;
+      if (rk > st.tau[r]) {
+        const uint32_t i = atomicAdd(&st.count[r], 1u);
+        keys[size_t(r) * cap + i] = rk;
+        crossed |= i == limit;
+      }
     }
   }
 
-  // Every vote_every-th step, all consumer threads vote. A count read before the barrier
-  // may miss the keys other threads are still appending since the last vote (at most one
-  // interval's worth), so a row votes while two intervals of room remain; after the
-  // barrier the counts are settled and the same for every thread.
+  // Every vote_every-th step, all consumer threads vote: does a row hold more than limit keys?
+  // The OR of the threads' crossed flags answers it exactly, since every append of the
+  // interval precedes the barrier. Then (rarely) every thread reads the settled counts, a
+  // second barrier keeps appends out until all have read them, and the rows past limit
+  // compact back below it.
   // kOwnRows: the vote and the compactions involve only the warpgroup that owns the rows.
   template <class Smem>
   __device__ void step(Smem& sm, int t) {
     if ((steps++ & vote_mask) != 0) return;
     const long long t0 = clock.now();
+    const bool full = crossed;
+    crossed = false;
     if constexpr (kOwnRows) {
-      if (steps - 1 == uint32_t(sm.order.sample) && sm.order.sample > 0) {
+      if (steps - 1 == uint32_t(sm.order.sample) && sm.order.sample > 0) {  // the sample stays within limit
         guess(sm, t);
         clock.add(kProfileVotes, clock.now() - t0);
         return;
       }
-    }
-    const uint32_t limit = uint32_t(cap) - 2 * (vote_mask + 1) * kStepPuts;
-    if constexpr (kOwnRows) {
       constexpr int kMine = kRows / 2;
       const int cw = t >> 7, tw = t & 127, r0 = cw * kMine;
-      const bool full = tw < kMine && st.count[r0 + tw] > limit;
-      if (ptx::named_barrier_or(WgSync::id(), 128, full))
-        for (int r = r0; r < r0 + kMine; ++r)
-          if (st.count[r] > limit) compact<WgSelect>(st.select.wg[cw], r, tw, keep_at_most(limit));
+      if (ptx::named_barrier_or(WgSync::id(), 128, full)) {
+        const uint32_t over = rows_over_limit<kMine>(r0);
+        WgSync::sync();
+        for (int r = 0; r < kMine; ++r)
+          if ((over >> r) & 1) compact<WgSelect>(st.select.wg[cw], r0 + r, tw, keep_at_most(limit));
+      }
     } else {
-      const bool full = t < kRows && st.count[t] > limit;
-      if (ptx::named_barrier_or(1, kConsumers, full))
+      if (ptx::named_barrier_or(1, kConsumers, full)) {
+        const uint32_t over = rows_over_limit<kRows>(0);
+        ConsumerSync::sync();
         for (int r = 0; r < kRows; ++r)
-          if (st.count[r] > limit) compact<Select>(st.select.all, r, t, keep_at_most(limit));
+          if ((over >> r) & 1) compact<Select>(st.select.all, r, t, keep_at_most(limit));
+      }
     }
     clock.add(kProfileVotes, clock.now() - t0);
+  }
+
+  // Bit r: row r0 + r holds more than limit keys.
+  template <int kN>
+  __device__ uint32_t rows_over_limit(int r0) const {
+    uint32_t over = 0;
+#pragma unroll
+    for (int r = 0; r < kN; ++r) over |= uint32_t(st.count[r0 + r] > limit) << r;
+    return over;
   }
 
   // A compaction during the stream keeps at most this many keys: three quarters of the room
@@ -257,8 +286,7 @@ __device__ void write_row_outputs(const ScorerArgs& a, const TopKOutputs& o, con
 // After the last step (consumer group): each row's final min(K, n) keys, sorted and written
 // as the outputs (one split) or handed to the merge (several).
 template <int kRows, class Smem, class Sink>
-__device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, const Smem& sm, Sink& sink, int64_t split,
-                            int t) {
+__device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, Smem& sm, Sink& sink, int64_t split, int t) {
   const TopKOutputs& o = f.out;
   for (int r = 0; r < kRows; ++r) {
     const GroupRow gr = sm.rows[r];
@@ -281,15 +309,31 @@ __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, const Sme
       }
       continue;
     }
-    uint32_t p = Sort::kMinKeys;
-    while (p < n) p <<= 1;
-    for (uint32_t i = n + t; i < p; i += kConsumers) kr[i] = 0ull;  // padding sorts last
-    ConsumerSync::sync();
     const long long t0 = sink.clock.now();
-    if (f.by_rank) {
-      Sort::sort_desc<true>(kr, p, t);
+    const int64_t len = int64_t(gr.end) - gr.start;
+    if (!f.by_rank && len <= kOrderMaxLen<Smem>) {
+      // Ascending position by a bitmap of the window in the key ring (free once the scoring
+      // is over): bits, then prefixes, each half of it.
+      uint64_t v[kOrderItems];
+#pragma unroll
+      for (int u = 0; u < kOrderItems; ++u) {
+        const uint32_t i = uint32_t(t + u * kConsumers);
+        v[u] = i < n ? kr[i] : 0ull;
+      }
+      ConsumerSync::sync();  // every read of kr is over: it receives the ordered keys
+      uint32_t* bits = reinterpret_cast<uint32_t*>(&sm.k[0][0]);
+      Order::place(v, gr.start, len, bits, bits + sizeof(sm.k) / 8, kr, sink.st.select.all, t);
+      ConsumerSync::sync();
     } else {
-      Sort::sort_desc<false>(kr, p, t);
+      uint32_t p = Sort::kMinKeys;
+      while (p < n) p <<= 1;
+      for (uint32_t i = n + t; i < p; i += kConsumers) kr[i] = 0ull;  // padding sorts last
+      ConsumerSync::sync();
+      if (f.by_rank) {
+        Sort::sort_desc<true>(kr, p, t);
+      } else {
+        Sort::sort_desc<false>(kr, p, t);
+      }
     }
     sink.clock.add(kProfileSortCycles, sink.clock.now() - t0);
     write_row_outputs(a, o, gr, kr, n, f.k, t);
@@ -337,8 +381,9 @@ __global__ void __launch_bounds__(kScorerThreads, 1)
   } else {
     if constexpr (Core::kSplitRegs) ptx::regs_alloc<kConsumerRegs>();
     const int t = threadIdx.x - 128;
-    SelectSink<kRows, step_puts(kHeads, kRows), Core::kShareTiles> sink{st, keys, f.cap, f.k,
-                                                                        uint32_t(f.vote_every - 1)};
+    SelectSink<kRows, step_puts(kHeads, kRows), Core::kShareTiles> sink{
+        st, keys, f.cap, f.k, uint32_t(f.vote_every - 1),
+        uint32_t(f.cap) - uint32_t(f.vote_every) * step_puts(kHeads, kRows)};
     const long long t0 = sink.clock.now();
     Core::consume(sm, wg - 1, sink);
     ConsumerSync::sync();
