@@ -221,6 +221,13 @@ __device__ __forceinline__ float load_weight(const Queries& q, int64_t row, int 
 #define FI_SCORER_CONSUMER_REGS 208
 #endif
 inline constexpr int kLaunchRegs = 168;
+// Sanitizer knob: FI_SCORER_SPLIT_REGS=0 keeps every warp at the launch's 168 registers (no
+// setmaxnreg; the consumers of N >= 128 spill), for compute-sanitizer runs of the same code
+// without the register moves (they hung racecheck on fused_staged.cu; session 22 ran the
+// lockstep kernel's racecheck both ways: the same reports).
+#ifndef FI_SCORER_SPLIT_REGS
+#define FI_SCORER_SPLIT_REGS 1
+#endif
 // Timing-only experiment knobs (wrong scores; docs/perf.md, "What bounds the consumer"):
 // FI_SCORER_MMA=0 skips the tile's MMAs (the epilogue runs on zeros), FI_SCORER_EPILOGUE=0
 // skips the head sums (each score is one accumulator), FI_SCORER_CONSUMER_FENCE=0 skips the
@@ -282,7 +289,7 @@ struct PagedScorer {
   static constexpr bool kRegKeys = Smem::kRegKeys;
   // The producer hands registers to the consumers (setmaxnreg 88 / 208; three consumer
   // warpgroups: 40 / 152, dense_logits.cu).
-  static constexpr bool kSplitRegs = kNw >= 128 || kRegKeys;
+  static constexpr bool kSplitRegs = FI_SCORER_SPLIT_REGS != 0 && (kNw >= 128 || kRegKeys);
   static constexpr int kThreads = 128 * (1 + kConsumerWgs);
   static_assert(kConsumerWgs == 2 || (kConsumerWgs == 3 && ((kRegKeys && kNw <= 64) || (!kMx && kNw <= 128))),
                 "three consumer warpgroups: groups of N <= 64 on the register-key path, N <= 128 on the fp8 path");
