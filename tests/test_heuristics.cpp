@@ -214,9 +214,10 @@ TEST(Heuristics, FusedVoteIntervalKeepsAppendsInBounds) {
   EXPECT_EQ(fused_min_capacity(7, 128), 512);    // the final sort's least size
   EXPECT_EQ(fused_min_capacity(300, 64), 512);
   EXPECT_EQ(fused_min_capacity(513, 64), 1024);
-  EXPECT_EQ(fused_vote_interval(3770, 2048, 64), 8);  // fp8 prefill, K = 2048 (H200: cap 3,770)
+  EXPECT_EQ(fused_vote_interval(2746, 2048, 64), 4);  // fp8 prefill, K = 2048 (H200: cap 2,746; was 2)
+  EXPECT_EQ(fused_vote_interval(3800, 2048, 64), 8);
   EXPECT_EQ(fused_vote_interval(3000, 2048, 64), 4);  // 2,048 + 2 x 8 x 64 > 3,000
-  EXPECT_EQ(fused_vote_interval(2330, 512, 64), 8);   // mxfp4 prefill, K = 512
+  EXPECT_EQ(fused_vote_interval(2330, 512, 64), 8);   // mxfp4 prefill, K = 512 (H200: cap 2,330)
   EXPECT_EQ(fused_vote_interval(2330, 1024, 64), 8);  // mxfp4 prefill, K = 1024
   EXPECT_EQ(fused_vote_interval(2048 + 64, 2048, 64), 1);  // the least capacity: one step of room
 }

@@ -82,7 +82,8 @@ TEST(SampledStart, GuessHoldsOnRandomRows) {
 
 TEST(SampledStart, SampleNeverCompactsAndTakesAVoteStep) {
   using flashindexer::cuda::fused_sample_tiles;
-  EXPECT_EQ(fused_sample_tiles(3770, 2048, 64, 8), 48);  // fp8, K = 2048 (H200): limit 3,258
+  EXPECT_EQ(fused_sample_tiles(2746, 2048, 64, 4), 36);  // fp8, K = 2048 (H200: cap 2,746): limit 2,490, 38 tiles
+  EXPECT_EQ(fused_sample_tiles(3770, 2048, 64, 8), 48);  // limit 3,258
   EXPECT_EQ(fused_sample_tiles(2330, 512, 64, 8), 24);   // mxfp4, K = 512: limit 1,818, 28 tiles, a multiple of 8
   EXPECT_EQ(fused_sample_tiles(2048 + 512, 2048, 64, 4), 36);
   EXPECT_EQ(fused_sample_tiles(2048 + 256, 2048, 64, 4), 0);  // no room above K under the limit
