@@ -873,9 +873,10 @@ TEST(GpuFused, SanitizerSmallCases) {
 // or by rank through the sort. Long rows (ties, causal windows), short rows (every window
 // whole, lengths not a multiple of 32), sliding windows; both formats. Small enough for the
 // sanitizers: memcheck is clean; racecheck reports hazards here, at 84b4a98 too (before the
-// bitmap order), without setmaxnreg and without the sampled start, every flagged pair on both
-// sides of a `bar.sync 1, 256` of the finish (docs/perf.md, session 22: not triaged), so it
-// is not in device_prebuilt.sh's default racecheck list.
+// bitmap order), without setmaxnreg and without the sampled start: every pair it names joins
+// the two consumer warpgroups across a `bar.sync 1, 256` of the finish, after the warpgroups
+// passed different numbers of their own barriers (docs/perf.md, session 22: most likely
+// racecheck's pairing of that barrier), so it is not in device_prebuilt.sh's racecheck list.
 TEST(GpuFused, SanitizerLockstepOneSplit) {
   SKIP_WITHOUT_GPU();
   struct Case {
