@@ -66,7 +66,7 @@ for v in "${variants[@]}"; do
       # in 150-420 s, likely the setmaxnreg; a -DFI_STAGED_SETMAXNREG=0 build checks H = 64.)
       for c in EveryPosition GuessAndFallback Segments Fp8 LargeMerge Merge Pairs; do runs+=("memcheck:GpuFused.SanitizerDecodeClusters$c"); done
       # The one-split lockstep finish (prefill's): memcheck only. racecheck reports hazards
-      # there that pair the two consumer warpgroups across barrier 1 (docs/perf.md, session 22).
+      # there, unexplained (docs/perf.md, session 22): run it on its own while triaging.
       runs+=("memcheck:GpuFused.SanitizerLockstepOneSplit")
       # SANITIZE_RUNS_<name>="tool:filter ...": this variant's own list instead (e.g. racecheck
       # of GpuFused.SanitizerDecodeClustersPairsH64 on a -DFI_STAGED_SETMAXNREG=0 build).

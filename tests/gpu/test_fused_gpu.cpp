@@ -874,9 +874,9 @@ TEST(GpuFused, SanitizerSmallCases) {
 // whole, lengths not a multiple of 32), sliding windows; both formats. Small enough for the
 // sanitizers: memcheck is clean; racecheck reports hazards here, at 84b4a98 too (before the
 // bitmap order), without setmaxnreg and without the sampled start: every pair it names joins
-// the two consumer warpgroups across a `bar.sync 1, 256` of the finish, after the warpgroups
-// passed different numbers of their own barriers (docs/perf.md, session 22: most likely
-// racecheck's pairing of that barrier), so it is not in device_prebuilt.sh's racecheck list.
+// the two consumer warpgroups across a `bar.sync 1, 256` of the finish. Unexplained
+// (docs/perf.md, session 22: a toy kernel with the same barrier pattern is clean), so it is
+// not in device_prebuilt.sh's racecheck list until it is.
 TEST(GpuFused, SanitizerLockstepOneSplit) {
   SKIP_WITHOUT_GPU();
   struct Case {
