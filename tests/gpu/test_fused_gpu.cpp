@@ -3,6 +3,7 @@
 // and (b) the CPU TopK over the same GPU logits (an independent selector: a bug shared by
 // the two GPU selectors cannot hide). Plus reruns, graph replays, failing rows.
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 
 #include "cuda/heuristics.h"
@@ -216,15 +217,28 @@ struct LockstepRun {
   }
 };
 
-void expect_lockstep_exact(const HostProblem& h, const std::string& what) {
+// The lockstep kernel (plan for plan_sms SMs; 0: this GPU's) against GPU dense + TopK, and,
+// in -DFI_CHECK_BARRIER_PHASES=1 builds, its consumer warps' barrier-1 instances. Expects
+// several splits (split_rows) or one per group.
+void expect_lockstep_exact(const HostProblem& h, const std::string& what, int plan_sms = 0, bool split_rows = true) {
   DeviceProblem d(h);
-  LockstepRun f(d.p);
-  ASSERT_GT(f.plan.max_splits, 1) << what << ": the rows are split";
+  LockstepRun f(d.p, plan_sms);
+  if (split_rows) {
+    ASSERT_GT(f.plan.max_splits, 1) << what << ": the rows are split";
+  } else {
+    ASSERT_EQ(f.plan.splits, 1) << what << ": one split per group";
+  }
   const DenseThenTopK dense = gpu_dense_then_topk(d.p);
+  uint32_t skew = 0;
+  const bool checks_phases = sm90::fused_barrier_phase_errors(&skew, true);
   GPU_CHECK(f.run(d.p));
   GPU_CHECK(cudaDeviceSynchronize());
   const HostResults fused = f.out.host();
   EXPECT_EQ(first_difference(dense.results, fused), "") << what << ": lockstep vs GPU dense + GPU TopK";
+  if (checks_phases) {
+    ASSERT_TRUE(sm90::fused_barrier_phase_errors(&skew, true));
+    EXPECT_EQ(skew, 0u) << what << ": consumer warps met at different barrier-1 instances";
+  }
   std::printf("[ lockstep ] %-44s rows %5lld  long rows %5lld\n", what.c_str(), (long long)h.rows(),
               (long long)long_rows(fused));
 }
@@ -871,41 +885,61 @@ TEST(GpuFused, SanitizerSmallCases) {
 // The lockstep kernel's finish with one split per group (the prefill shape, forced by a
 // plan for one SM): a row's final keys ordered by position through the bitmap of its window,
 // or by rank through the sort. Long rows (ties, causal windows), short rows (every window
-// whole, lengths not a multiple of 32), sliding windows; both formats. Small enough for the
-// sanitizers: memcheck is clean; racecheck reports hazards here, at 84b4a98 too (before the
-// bitmap order), without setmaxnreg and without the sampled start: every pair it names joins
-// the two consumer warpgroups across a `bar.sync 1, 256` of the finish. Unexplained
-// (docs/perf.md, session 22: a toy kernel with the same barrier pattern is clean), so it is
-// not in device_prebuilt.sh's racecheck list until it is.
-TEST(GpuFused, SanitizerLockstepOneSplit) {
+// whole, lengths not a multiple of 32), sliding windows; both formats; each case its own test,
+// so that each runs in its own sanitizer process. memcheck is clean; racecheck is clean but
+// for the four ties cases, whose reports instance counting and schedule fuzzing do not bear
+// out (docs/perf.md, session 23). A -DFI_CHECK_BARRIER_PHASES=1 build also checks that the
+// consumer warps meet at the same barrier-1 instances.
+struct OneSplitCase {
+  CacheFormat format;
+  Generator g;
+  int64_t rows, context;
+  int32_t k;
+  int64_t sliding;
+  OutputOrder order;
+};
+
+// "fp8_ties_k512_position": the case's test name.
+std::string case_name(const OneSplitCase& c) {
+  std::string n = std::string(name(c.format)) + "_" + to_string(c.g) + "_k" + std::to_string(c.k) +
+                  (c.order == OutputOrder::kRank ? "_rank" : "_position");
+  for (char& ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+}
+void PrintTo(const OneSplitCase& c, std::ostream* os) { *os << case_name(c); }
+
+class LockstepOneSplit : public ::testing::TestWithParam<OneSplitCase> {};
+
+TEST_P(LockstepOneSplit, Sanitizer) {
   SKIP_WITHOUT_GPU();
-  struct Case {
+  const OneSplitCase& c = GetParam();
+  SyntheticSpec s = spec(c.format, c.g, c.rows, 2, c.context, c.k, 140 + uint64_t(c.k) + uint64_t(c.order));
+  s.order = c.order;
+  s.sliding_window = c.sliding;
+  expect_lockstep_exact(make(s), "one split", 1, false);
+}
+
+std::vector<OneSplitCase> one_split_cases() {
+  struct Shape {
     Generator g;
     int64_t rows, context;
     int32_t k;
     int64_t sliding;
   };
-  const Case cases[] = {{Generator::kTies, 12, 3000, 512, 0},
-                        {Generator::kGaussian, 12, 1500, 2048, 0},
-                        {Generator::kAscending, 16, 5000, 1024, 2500}};
+  const Shape shapes[] = {{Generator::kTies, 12, 3000, 512, 0},
+                          {Generator::kGaussian, 12, 1500, 2048, 0},
+                          {Generator::kAscending, 16, 5000, 1024, 2500}};
+  std::vector<OneSplitCase> cases;
   for (CacheFormat f : kFormats)
-    for (const Case& c : cases)
-      for (OutputOrder order : {OutputOrder::kPosition, OutputOrder::kRank}) {
-        SyntheticSpec s = spec(f, c.g, c.rows, 2, c.context, c.k, 140 + uint64_t(c.k) + uint64_t(order));
-        s.order = order;
-        s.sliding_window = c.sliding;
-        const std::string what = std::string(name(f)) + " " + to_string(c.g) + " k " + std::to_string(c.k) +
-                                 (order == OutputOrder::kRank ? " by rank" : " by position");
-        const HostProblem h = make(s);
-        DeviceProblem d(h);
-        LockstepRun run(d.p, 1);
-        ASSERT_EQ(run.plan.splits, 1) << what;
-        const DenseThenTopK dense = gpu_dense_then_topk(d.p);
-        GPU_CHECK(run.run(d.p));
-        GPU_CHECK(cudaDeviceSynchronize());
-        EXPECT_EQ(first_difference(dense.results, run.out.host()), "") << what << ": vs GPU dense + GPU TopK";
-      }
+    for (const Shape& sh : shapes)
+      for (OutputOrder order : {OutputOrder::kPosition, OutputOrder::kRank})
+        cases.push_back({f, sh.g, sh.rows, sh.context, sh.k, sh.sliding, order});
+  return cases;
 }
+
+INSTANTIATE_TEST_SUITE_P(GpuFused, LockstepOneSplit, ::testing::ValuesIn(one_split_cases()),
+                         [](const ::testing::TestParamInfo<OneSplitCase>& i) { return case_name(i.param); });
 
 // memcheck only, each case its own test so that each runs in its own bounded sanitizer
 // process (tools/device_prebuilt.sh; racecheck did not finish these within 300 s at 247f43f,

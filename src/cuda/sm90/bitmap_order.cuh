@@ -9,8 +9,8 @@
 //   position order is the prefix of its word plus the set bits below it in that word, where
 //   it is stored. Two barriers and the scan's one, against 6 barriers and a 66-stage
 //   network for a bitonic sort of 2,048 keys.
-// Threads: the group of Select (RadixSelect: kThreads threads, Sync their barrier; tid is
-//   the thread's index in it).
+// Threads: the group of Select (RadixSelect: Select::kGroupThreads threads synchronised by
+//   Select::GroupSync; tid is the thread's index in it).
 // Shared memory: the caller's: bits[words] and prefix[words], words = ceil(len / 32), and
 //   the output array (it may alias where the keys came from once every read of it is over).
 #pragma once
@@ -21,8 +21,11 @@
 
 namespace flashindexer::sm90 {
 
-template <int kThreads, class Sync, class Select>
+template <class Select>
 struct BitmapOrder {
+  static constexpr int kThreads = Select::kGroupThreads;
+  using Sync = typename Select::GroupSync;
+
   // out[the key's index in position order] = key, for every nonzero key (0: none). Every
   // key's position lies in [start, start + len). Entered by the whole group after a barrier
   // that ended every read of bits, prefix, out and the scan storage; the caller's next

@@ -238,7 +238,7 @@ class BlockSelector {
   __device__ void rank_by_bitmap(uint64_t (&out)[kSortItems], int32_t n, int64_t start, int64_t len) {
     uint64_t* sorted = s_.cand;
     uint32_t* bits = reinterpret_cast<uint32_t*>(s_.cand + kMaxK);
-    BitmapOrder<kThreads, CtaSync, Select>::place(out, start, len, bits, bits + kBitmapWords, sorted, s_.select,
+    BitmapOrder<Select>::place(out, start, len, bits, bits + kBitmapWords, sorted, s_.select,
                                                   int(threadIdx.x));
     __syncthreads();
 #pragma unroll

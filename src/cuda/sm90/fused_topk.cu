@@ -37,6 +37,7 @@
 // Measured (docs/perf.md, session 22): bit-identical to dense + TopK everywhere; prefill
 //   1.00-1.02x at K <= 1024, 0.86-0.88x at K = 2048 (docs/design.md, "Next").
 #include "../../core/rank_key.h"
+#include "barrier_checks.cuh"
 #include "bitmap_order.cuh"
 #include "bitonic_sort.cuh"
 #include "fused_topk.h"
@@ -50,15 +51,32 @@ namespace flashindexer::sm90 {
 namespace {
 
 constexpr int kConsumers = 256;
+
+#ifndef FI_CHECK_BARRIER_PHASES
+#define FI_CHECK_BARRIER_PHASES 0  // diagnostic knob: 1 counts consumer warps that meet barrier 1 at skewed instances
+#endif
+#ifndef FI_BARRIER_FUZZ
+#define FI_BARRIER_FUZZ 0  // diagnostic knob: 1 sleeps 0-2 us around each consumer barrier (schedule fuzzing)
+#endif
+#if FI_CHECK_BARRIER_PHASES
+using ConsumerSync = PhaseCheckedSync<1, kConsumers>;
+#elif FI_BARRIER_FUZZ
+using ConsumerSync = FuzzedSync<NamedSync<1, kConsumers>>;
+#else
 using ConsumerSync = NamedSync<1, kConsumers>;
+#endif
 using Select = RadixSelect<kConsumers, ConsumerSync>;
 // N = 256: each consumer warpgroup scores whole rows of its own (paged_scorer.cuh), so it
 // compacts them alone (named barriers 2, 3), never stalling the other warpgroup. Two of
 // these 1024-bin selectors take the room of one 2048-bin one.
+#if FI_BARRIER_FUZZ
+using WgSync = FuzzedSync<WarpgroupSync<2, 1>>;
+#else
 using WgSync = WarpgroupSync<2, 1>;
+#endif
 using WgSelect = RadixSelect<128, WgSync, 1024>;
 using Sort = BitonicSort<kConsumers, ConsumerSync>;
-using Order = BitmapOrder<kConsumers, ConsumerSync, Select>;
+using Order = BitmapOrder<Select>;
 constexpr int kOrderItems = Sort::kItems;  // a row's final keys (<= Sort::kMaxKeys) per consumer thread
 // The longest window the finish orders by a bitmap in the key ring: one bit and one 32-bit
 // prefix per 32 positions each take half of it (4 x its bytes: 262,144 positions in 64 KiB).
@@ -113,6 +131,7 @@ struct FusedParams {
   int32_t k;
   int32_t cap;         // candidate keys per row
   int32_t vote_every;  // steps between votes (a power of two): cap >= K + vote_every x step_puts
+  uint32_t vote_limit; // a row past it compacts at the next vote (cuda::fused_vote_limit)
   bool by_rank;        // output order
   SplitCandidates ws;  // splits > 1
   int32_t max_sample;  // tiles sampled first (sampled_start.h); 0: plain order (and in the repair launch)
@@ -133,7 +152,7 @@ struct SelectSink {
   uint64_t* keys;  // [kRows, cap]
   int32_t cap, k;
   uint32_t vote_mask;  // vote_every - 1
-  uint32_t limit;      // a row whose count passes it compacts at the next vote (cuda::fused_vote_limit)
+  uint32_t limit;      // FusedParams::vote_limit
   uint32_t steps = 0;
   bool crossed = false;  // since the last vote, one of this thread's appends took a row past limit
   FusedClock clock;
@@ -196,14 +215,14 @@ struct SelectSink {
       }
       constexpr int kMine = kRows / 2;
       const int cw = t >> 7, tw = t & 127, r0 = cw * kMine;
-      if (ptx::named_barrier_or(WgSync::id(), 128, full)) {
+      if (WgSync::any(full)) {
         const uint32_t over = rows_over_limit<kMine>(r0);
         WgSync::sync();
         for (int r = 0; r < kMine; ++r)
           if ((over >> r) & 1) compact<WgSelect>(st.select.wg[cw], r0 + r, tw, keep_at_most(limit));
       }
     } else {
-      if (ptx::named_barrier_or(1, kConsumers, full)) {
+      if (ConsumerSync::any(full)) {
         const uint32_t over = rows_over_limit<kRows>(0);
         ConsumerSync::sync();
         for (int r = 0; r < kRows; ++r)
@@ -367,6 +386,9 @@ __global__ void __launch_bounds__(kScorerThreads, 1)
     for (int r = 0; r < a.g.group_stride && row0 + r < rows; ++r) any |= f.repair[row0 + r] == kRepair;
     if (!any) return;
   }
+#if FI_CHECK_BARRIER_PHASES
+  phase_check_start();
+#endif
   if (threadIdx.x < kRows) {
     st.tau[threadIdx.x] = 0;
     st.count[threadIdx.x] = 0;
@@ -382,8 +404,7 @@ __global__ void __launch_bounds__(kScorerThreads, 1)
     if constexpr (Core::kSplitRegs) ptx::regs_alloc<kConsumerRegs>();
     const int t = threadIdx.x - 128;
     SelectSink<kRows, step_puts(kHeads, kRows), Core::kShareTiles> sink{
-        st, keys, f.cap, f.k, uint32_t(f.vote_every - 1),
-        uint32_t(f.cap) - uint32_t(f.vote_every) * step_puts(kHeads, kRows)};
+        st, keys, f.cap, f.k, uint32_t(f.vote_every - 1), f.vote_limit};
     const long long t0 = sink.clock.now();
     Core::consume(sm, wg - 1, sink);
     ConsumerSync::sync();
@@ -411,7 +432,7 @@ cudaError_t launch(const ScorerArgs& a, const FusedParams& f, cudaStream_t strea
 
 int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_group, size_t smem_limit) {
   return with_scorer_shape(format, heads, rows_per_group, int32_t{0}, [&]<CacheFormat kF, int kH, int kR>() {
-    constexpr size_t kFixed = LayoutOf<kF, kH, kR>::kFixed;
+    constexpr size_t kFixed = LayoutOf<kF, kH, kR>::kFixed + (FI_CHECK_BARRIER_PHASES ? 1024 : 0);  // + static shared
     if (smem_limit <= kFixed) return int32_t{0};
     // Even: every row's keys start 16-byte aligned (the final sort's vector loads).
     return int32_t(std::min<size_t>((smem_limit - kFixed) / (size_t(kR) * 8), 1 << 20)) & ~int32_t{1};
@@ -427,6 +448,21 @@ bool fused_topk_profile(unsigned long long (&out)[kFusedProfileSlots], bool rese
   return read_phase_sums(g_fused_profile, out, reset);
 #else
   (void)out;
+  (void)reset;
+  return false;
+#endif
+}
+
+bool fused_barrier_phase_errors(uint32_t* errors, bool reset) {
+#if FI_CHECK_BARRIER_PHASES
+  unsigned int e = 0;
+  const unsigned int zero = 0;
+  if (cudaMemcpyFromSymbol(&e, g_barrier_phase_errors, sizeof(e)) != cudaSuccess) return false;
+  if (reset && cudaMemcpyToSymbol(g_barrier_phase_errors, &zero, sizeof(zero)) != cudaSuccess) return false;
+  *errors = e;
+  return true;
+#else
+  (void)errors;
   (void)reset;
   return false;
 #endif
@@ -464,6 +500,7 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   if (f.cap < fused_topk_min_capacity(p.k, p.queries.num_heads, args.plan.rows_per_group))
     return cudaErrorInvalidConfiguration;
   f.vote_every = cuda::fused_vote_interval(f.cap, f.k, step, FI_FUSED_MAX_VOTE_EVERY);
+  f.vote_limit = uint32_t(cuda::fused_vote_limit(f.cap, step, f.vote_every));
   const bool sampled = FI_FUSED_SAMPLE && args.plan.splits == 1 && samples(p, args.plan);
   f.max_sample = sampled ? cuda::fused_sample_tiles(f.cap, f.k, step, f.vote_every) : 0;
   f.repair = f.max_sample > 0 ? static_cast<uint32_t*>(args.workspace) : nullptr;

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "../heuristics.h"
 #include "flashindexer/problem.h"
@@ -70,6 +71,12 @@ enum FusedProfile : int {
 };
 // Copies the counters (and zeroes them with reset); false in builds without the knob.
 bool fused_topk_profile(unsigned long long (&out)[kFusedProfileSlots], bool reset);
+
+// Builds with -DFI_CHECK_BARRIER_PHASES=1 (a diagnostic knob): how many times a consumer
+// warp of the lockstep kernel met barrier 1 at another instance than the other warps (0 when
+// the barriers pair up as written). Copies the counter (and zeroes it with reset); false in
+// builds without the knob.
+bool fused_barrier_phase_errors(uint32_t* errors, bool reset);
 
 // The same knob for the decode clusters (fused_staged.cu): thread 0 of every CTA; the
 // finish is CTA 0's alone (one per row segment).

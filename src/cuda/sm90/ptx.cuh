@@ -89,6 +89,16 @@ __device__ __forceinline__ bool named_barrier_or(uint32_t id, uint32_t threads, 
   return r != 0;
 }
 
+// Named barrier that also counts the threads whose predicate is true (bar.red.popc).
+__device__ __forceinline__ uint32_t named_barrier_popc(uint32_t id, uint32_t threads, bool pred) {
+  uint32_t r;
+  asm volatile("{\n .reg .pred p;\n setp.ne.u32 p, %1, 0;\n bar.red.popc.u32 %0, %2, %3, p;\n}"
+               : "=r"(r)
+               : "r"(uint32_t(pred)), "r"(id), "r"(threads)
+               : "memory");
+  return r;
+}
+
 // ---- programmatic dependent launch (a chain of kernels on one stream) ----
 // The next kernel of the stream, if launched with the programmatic-serialization attribute,
 // may start once every CTA of this one has called this (or exited).

@@ -29,6 +29,8 @@ struct CtaSync {
 template <uint32_t kId, uint32_t kThreads>
 struct NamedSync {
   __device__ static void sync() { ptx::named_barrier(kId, kThreads); }
+  // The barrier, and whether any of its threads passed p.
+  __device__ static bool any(bool p) { return ptx::named_barrier_or(kId, kThreads, p); }
 };
 
 // The calling thread's own warpgroup: named barrier kFirstId + threadIdx.x / 128 - kFirstWg
@@ -37,6 +39,7 @@ template <uint32_t kFirstId, uint32_t kFirstWg>
 struct WarpgroupSync {
   __device__ static uint32_t id() { return kFirstId + threadIdx.x / 128 - kFirstWg; }
   __device__ static void sync() { ptx::named_barrier(id(), 128); }
+  __device__ static bool any(bool p) { return ptx::named_barrier_or(id(), 128, p); }
 };
 
 inline constexpr int kSelectBins = 2048;  // histogram bins (11-bit digits) unless a user picks fewer
@@ -58,6 +61,8 @@ struct RadixSelect {
   static_assert(kThreads % 32 == 0 && kBins % kThreads == 0 && kSelectSmall <= kThreads &&
                 (kBins & (kBins - 1)) == 0);
   using Storage = RadixSelectStorage<kThreads, kBins>;
+  using GroupSync = Sync;                            // the group's barrier
+  static constexpr int kGroupThreads = kThreads;     // the group's threads
   static constexpr int kBinsPerThread = kBins / kThreads;
   static constexpr int kDigitBits = __builtin_ctz(kBins);
 
