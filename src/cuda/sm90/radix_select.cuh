@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "ptx.cuh"
+#include "warp_scan.cuh"
 
 namespace flashindexer::sm90 {
 
@@ -74,12 +75,7 @@ struct RadixSelect {
   // Exclusive prefix sum of one value per thread over the group (thread order).
   __device__ static uint32_t exclusive_sum(Storage& s, int tid, uint32_t v) {
     const int lane = tid & 31, warp = tid >> 5;
-    uint32_t incl = v;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += u;
-    }
+    const uint32_t incl = warp_inclusive_sum(v, lane);
     if (lane == 31) s.warp_sums[warp] = incl;
     Sync::sync();
     uint32_t before = 0;

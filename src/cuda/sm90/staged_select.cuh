@@ -15,6 +15,7 @@
 #include "block_select.cuh"
 #include "flat_runs.h"
 #include "topk_over_logits.h"
+#include "warp_scan.cuh"
 
 namespace flashindexer::sm90 {
 
@@ -103,16 +104,6 @@ struct LaneRun {
     return mask;
   }
 };
-
-// The inclusive prefix sum of x over the warp's lanes, in lane order (warp-wide).
-__device__ inline uint32_t warp_inclusive_sum(uint32_t x, int lane) {
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const uint32_t u = __shfl_up_sync(0xffffffffu, x, o);
-    if (lane >= o) x += u;
-  }
-  return x;
-}
 
 // Pass 2 of the staged kernels (warp-wide): lane l's scores f[i] whose bit i of `pass` is
 // set, as rank keys of positions pos0 + i, in position order from cand[base + the passing

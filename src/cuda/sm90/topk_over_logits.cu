@@ -801,12 +801,7 @@ static_assert(kMergeBins == 4 * kBlock && kMergeGroups == 64 && kMergeGroups % (
 // The lane whose inclusive prefix sum (over the warp, in lane order) of c first reaches need
 // (0 < need <= the warp's total); *excl: its exclusive prefix (the same in every lane).
 __device__ inline int warp_select_lane(uint32_t c, uint32_t need, int lane, uint32_t* excl) {
-  uint32_t incl = c;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += u;
-  }
+  const uint32_t incl = warp_inclusive_sum(c, lane);
   const int at = __ffs(__ballot_sync(0xffffffffu, incl >= need)) - 1;
   *excl = __shfl_sync(0xffffffffu, incl - c, at);
   return at;
@@ -1013,12 +1008,7 @@ __global__ void __launch_bounds__(kBlock, 2) cluster_merge_kernel(const TopKArgs
       c[e] = kept_before[lane * 4 + e];
       s4 += c[e];
     }
-    uint32_t incl = s4;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const uint32_t u = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += u;
-    }
+    const uint32_t incl = warp_inclusive_sum(s4, lane);
     uint32_t at = incl - s4;
 #pragma unroll
     for (int e = 0; e < 4; ++e) {

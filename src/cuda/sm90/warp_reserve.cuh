@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "warp_scan.cuh"
+
 namespace flashindexer::sm90 {
 
 // Reserves `mine` consecutive slots of the list whose length is *counter (shared or global)
@@ -17,12 +19,7 @@ namespace flashindexer::sm90 {
 // caller's to drop.
 __device__ __forceinline__ uint32_t warp_reserve(uint32_t mine, uint32_t* counter) {
   const int lane = threadIdx.x & 31;
-  uint32_t incl = mine;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const uint32_t v = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += v;
-  }
+  const uint32_t incl = warp_inclusive_sum(mine, lane);
   uint32_t base = 0;
   if (lane == 31) base = atomicAdd(counter, incl);
   return __shfl_sync(0xffffffffu, base, 31) + incl - mine;
