@@ -110,6 +110,10 @@ struct FusedLayout {
 #ifndef FI_FUSED_PUTS
 #define FI_FUSED_PUTS 1  // experiment knob: 0 drops every score (times the scorer alone; wrong results)
 #endif
+#ifndef FI_FUSED_VOTES
+#define FI_FUSED_VOTES 1  // experiment knob: 0 skips every step's vote (timing only, with FI_FUSED_PUTS=0)
+#endif
+static_assert(FI_FUSED_VOTES || !FI_FUSED_PUTS, "without votes the candidate buffers would overflow");
 #ifndef FI_FUSED_SAMPLE
 #define FI_FUSED_SAMPLE 1  // experiment knob: 0 streams every row in the plain order from tau = 0
 #endif
@@ -203,7 +207,7 @@ struct SelectSink {
   // kOwnRows: the vote and the compactions involve only the warpgroup that owns the rows.
   template <class Smem>
   __device__ void step(Smem& sm, int t) {
-    if ((steps++ & vote_mask) != 0) return;
+    if (!FI_FUSED_VOTES || (steps++ & vote_mask) != 0) return;
     const long long t0 = clock.now();
     const bool full = crossed;
     crossed = false;
