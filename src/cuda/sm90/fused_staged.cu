@@ -175,10 +175,10 @@ struct StageRun {
   __device__ StageRun(int64_t c0, int64_t c1, const Segment& s, int warp) {
     v_lo = int32_t(max(c0, s.lo) - c0);
     v_hi = int32_t(max(min(c1, s.hi) - c0, int64_t(0)));
-    const int32_t nv = int32_t((c1 - c0 + 3) / 4);
-    wper = ((nv + kWarps - 1) / kWarps + 31) / 32 * 32;
-    wv0 = min(warp * wper, nv);
-    wv1 = min(wv0 + wper, nv);
+    const WarpRun<kWarps, int32_t> wr(int32_t((c1 - c0 + 3) / 4), warp);
+    wper = wr.per;
+    wv0 = wr.lo;
+    wv1 = wr.hi;
   }
 };
 

@@ -80,6 +80,15 @@ __device__ inline int position_bits(const TopKArgs& a) {
   return m >= (int64_t{1} << 31) ? 32 : 64 - __clzll(m) + (m == 0);
 }
 
+// Warp `warp` of kWarps takes the items [lo, hi) of [0, n): runs of per items, a whole
+// multiple of 32 (the last warps' runs shorter or empty).
+template <int kWarps, class T>
+struct WarpRun {
+  T per, lo, hi;
+  __device__ WarpRun(T n, int warp)
+      : per(((n + kWarps - 1) / kWarps + 31) / 32 * 32), lo(min(T(warp) * per, n)), hi(min(lo + per, n)) {}
+};
+
 // Pass 1 of the staged kernels: lane l owns float4 [l0, l1) of its warp's run [wv0, wv1)
 // (n = wper / 32 of them, in position order, wper a multiple of 32), visited rotated by the
 // lane (16-byte reads without bank conflicts for n = 8 or 16). Returns the lane's mask: bit
@@ -136,8 +145,8 @@ __device__ uint32_t keep_gathered(RowSelector::Storage& st, const uint64_t* cand
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
   const uint64_t kth = n > k ? RowSelector::Select::kth(st.select, cand, n, k, int(threadIdx.x)) : 0ull;
   clock.lap(kTopKProfileReduce, t);
-  const uint32_t chunk = ((n + kWarps - 1) / kWarps + 31) / 32 * 32;
-  const uint32_t c0 = min(uint32_t(warp) * chunk, n), c1 = min(c0 + chunk, n);
+  const WarpRun<kWarps, uint32_t> wr(n, warp);
+  const uint32_t c0 = wr.lo, c1 = wr.hi;
   uint32_t mine = 0;
   for (uint32_t i = c0 + lane; i < c1; i += 32) mine += cand[i] >= kth;
   const uint32_t in_warp = __reduce_add_sync(0xffffffffu, mine);

@@ -411,9 +411,8 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
   const AlignedSpan span(row_ptr, w0.start, w0.end);
   const int64_t per = (span.nvec + ctas - 1) / ctas;
   const int64_t v0 = min(int64_t(rank) * per, span.nvec), v1 = min(v0 + per, span.nvec);
-  const int32_t nv = int32_t(v1 - v0);
-  const int32_t wper = ((nv + kWarps - 1) / kWarps + 31) / 32 * 32;
-  const int32_t wv0 = min(warp * wper, nv), wv1 = min(wv0 + wper, nv);
+  const WarpRun<kWarps, int32_t> wr(int32_t(v1 - v0), warp);
+  const int32_t wper = wr.per, wv0 = wr.lo, wv1 = wr.hi;
   const int64_t first = w0.start + span.head;  // position of float4 0 of the span
   const float4* vec = reinterpret_cast<const float4*>(row_ptr + first);
   // The guess's samples are loaded ahead of the bulk copies' traffic, except by the lanes
