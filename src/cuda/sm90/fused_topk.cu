@@ -37,7 +37,6 @@
 // Measured (docs/perf.md, session 22): bit-identical to dense + TopK everywhere; prefill
 //   1.00-1.02x at K <= 1024, 0.86-0.88x at K = 2048 (docs/design.md, "Next").
 #include "../../core/rank_key.h"
-#include "barrier_checks.cuh"
 #include "bitmap_order.cuh"
 #include "bitonic_sort.cuh"
 #include "fused_topk.h"
@@ -46,6 +45,9 @@
 #include "radix_select.cuh"
 #include "sampled_start.h"
 #include "topk_over_logits.h"
+#if FI_CHECK_BARRIER_PHASES || FI_BARRIER_FUZZ  // diagnostic builds only (its counter is a device global)
+#include "barrier_checks.cuh"
+#endif
 
 namespace flashindexer::sm90 {
 namespace {
