@@ -995,7 +995,13 @@ struct PagedScorer {
   }
 
   template <bool kUseS8, class Sink>
-  __device__ static void consume_tiles(Smem& sm, int cw, Sink& sink) {
+  __device__ static void consume_tiles(Smem& sm, int cw_in, Sink& sink) {
+    // cw is the same on every lane. The lockstep fp8 loop (fused prefill) takes it as a known
+    // uniform value: its query descriptors then stay in uniform registers instead of 64-bit
+    // vector adds and R2UR moves between the WGMMAs (V3.2 fused prefill 2.9% faster). The
+    // same for the dense kernel's ping-pong loop and the integer path measured 3-10% slower
+    // (docs/perf.md, session 24), so they keep the plain value.
+    const int cw = kF16 && Sink::kLockstep ? ptx::warp_uniform(cw_in) : cw_in;
     constexpr bool kPingPong =
         kShareTiles && (FI_SCORER_PINGPONG == 1 || (FI_SCORER_PINGPONG == 2 && kF16 && !Sink::kLockstep));
     const int t = threadIdx.x - 128;  // 0..255

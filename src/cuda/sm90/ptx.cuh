@@ -136,6 +136,11 @@ __device__ __forceinline__ void fence_registers(int32_t (&r)[kN]) {
   for (int i = 0; i < kN; ++i) asm volatile("" : "+r"(r[i])::"memory");
 }
 
+// x, which the caller knows to be the same on every lane of the (converged) warp, as a value
+// the compiler knows to be so: lane 0's, broadcast. Arithmetic on it can then use the uniform
+// datapath (e.g. WGMMA descriptors in uniform registers).
+__device__ __forceinline__ int warp_uniform(int x) { return __shfl_sync(0xFFFFFFFFu, x, 0); }
+
 // Descriptor of a K-major operand tile in shared memory with the 128-byte swizzle:
 // rows of exactly 128 bytes (one fp8 head vector, D = 128), 8-row atoms of 1024 bytes
 // stacked contiguously, base 1024-byte aligned. Advancing K by 32 fp8 elements adds
