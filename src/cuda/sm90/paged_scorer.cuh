@@ -996,12 +996,15 @@ struct PagedScorer {
 
   template <bool kUseS8, class Sink>
   __device__ static void consume_tiles(Smem& sm, int cw_in, Sink& sink) {
-    // cw is the same on every lane. The lockstep fp8 loop (fused prefill) takes it as a known
-    // uniform value: its query descriptors then stay in uniform registers instead of 64-bit
-    // vector adds and R2UR moves between the WGMMAs (V3.2 fused prefill 2.9% faster). The
-    // same for the dense kernel's ping-pong loop and the integer path measured 3-10% slower
-    // (docs/perf.md, session 24), so they keep the plain value.
-    const int cw = kF16 && Sink::kLockstep ? ptx::warp_uniform(cw_in) : cw_in;
+    // cw and the stage index are the same on every lane. Where it measured faster, the loop
+    // takes them as known-uniform values (ptx::warp_uniform), so descriptors and barrier
+    // addresses derived from them can live in uniform registers: the lockstep fp8 loop (fused
+    // prefill; its query descriptors, V3.2 2.1-2.7% faster) and the loops of warpgroups that
+    // take alternate tiles (decode; cw and the stage). The shared-tile loops (N = 256: dense
+    // prefill, the integer path) measured 1-10% slower so and keep plain values
+    // (docs/perf.md, session 24).
+    constexpr bool kUniformStage = !kShareTiles;
+    const int cw = (kF16 && Sink::kLockstep) || kUniformStage ? ptx::warp_uniform(cw_in) : cw_in;
     constexpr bool kPingPong =
         kShareTiles && (FI_SCORER_PINGPONG == 1 || (FI_SCORER_PINGPONG == 2 && kF16 && !Sink::kLockstep));
     const int t = threadIdx.x - 128;  // 0..255
@@ -1054,7 +1057,7 @@ struct PagedScorer {
         sink.step(sm, t);
         if (i >= num_tiles) continue;
       }
-      const int stage = i % kStages;
+      const int stage = kUniformStage ? ptx::warp_uniform(i % kStages) : i % kStages;
       const int tile = tile_at(order, i);
       // mxfp4: the producer fenced its converted tile before the full barrier.
       ptx::mbar_wait(&sm.full[stage], (i / kStages) & 1);
