@@ -66,24 +66,40 @@ TEST(E2m1ToE5m2, EightCodesByBitMovesAreExactTimesTwoToMinus14) {
   EXPECT_EQ(checked, int64_t(65536) * 2 * 8);
 }
 
-TEST(E2m1ToS8, EveryCodeWordAndShiftIsTwiceTheValueShifted) {
+// 2 v << shift as s8, codes 0..3 of a word in `first`, 4..7 in `second`, for every 16-bit code
+// pattern in either half (beside another pattern in the other) and every shift.
+TEST(E2m1ToS8, EveryEightCodeWordAndShiftIsTwiceTheValueShifted) {
   int64_t checked = 0;
   for (uint32_t shift = 0; shift <= kS8MaxShift; ++shift) {
-    const S8Lut lut = s8_lut(shift);
+    const MagnitudeLut lut = magnitude_lut(shift);
     for (uint32_t codes = 0; codes < 65536; ++codes) {
-      const uint32_t out = e2m1x4_to_s8(codes | 0xABCD0000u, lut);  // the upper half is ignored
-      for (int i = 0; i < 4; ++i) {
-        const uint8_t nibble = (codes >> (4 * i)) & 0xF;
-        const int8_t got = int8_t((out >> (8 * i)) & 0xFF);
-        const double want = std::ldexp(2.0 * oracle::e2m1(nibble), int(shift));
-        ASSERT_EQ(double(got), want) << "code " << int(nibble) << " shift " << shift;
-        ++checked;
+      const uint32_t other = (codes * 40503u + 0x1234u) & 0xFFFFu;
+      for (const uint32_t word : {codes | other << 16, other | codes << 16}) {
+        uint32_t first = 0, second = 0;
+        e2m1x8_to_s8(word, lut, first, second);
+        for (int i = 0; i < 8; ++i) {
+          const uint8_t nibble = (word >> (4 * i)) & 0xF;
+          const int8_t got = int8_t(((i < 4 ? first : second) >> (8 * (i % 4))) & 0xFF);
+          const double want = std::ldexp(2.0 * oracle::e2m1(nibble), int(shift));
+          ASSERT_EQ(double(got), want) << "code " << int(nibble) << " at " << i << " shift " << shift;
+          ++checked;
+        }
       }
     }
   }
-  EXPECT_EQ(checked, int64_t(4) * 65536 * 4);
-  EXPECT_EQ(int8_t(e2m1x4_to_s8(0x7, s8_lut(kS8MaxShift)) & 0xFF), 96);    // the largest magnitude
-  EXPECT_EQ(int8_t(e2m1x4_to_s8(0xF, s8_lut(kS8MaxShift)) & 0xFF), -96);
+  EXPECT_EQ(checked, int64_t(4) * 65536 * 2 * 8);
+  uint32_t first = 0, second = 0;
+  e2m1x8_to_s8(0xF0000007u, magnitude_lut(kS8MaxShift), first, second);
+  EXPECT_EQ(int8_t(first & 0xFF), 96);          // the largest magnitude
+  EXPECT_EQ(int8_t((second >> 24) & 0xFF), -96);
+}
+
+// prmt's sign fill, as the host emulation models it (PTX ISA, prmt default mode): a selector
+// nibble with bit 3 set gives 0xFF or 0 by the selected byte's top bit.
+TEST(E2m1ToS8, BytePermuteSignFillFollowsPrmt) {
+  EXPECT_EQ(byte_permute_sign_fill(0x80221100u, 0x7766F544u, 0x7531), 0x77F58011u);
+  EXPECT_EQ(byte_permute_sign_fill(0x80221100u, 0x7766F544u, 0xB9D8), 0xFF00FF00u);  // bytes 0, 5, 1, 3
+  EXPECT_EQ(byte_permute_sign_fill(0x80221100u, 0x7766F544u, 0x0000FFFFu), 0x00000000u);  // byte 7 (0x77): 0
 }
 
 TEST(E2m1ToS8, ReluOfTheIntegerChainIsExact) {
@@ -117,16 +133,17 @@ TEST(E2m1ToS8, ShiftedIntegersTimesTheLeastScaleAreTheDequantizedValues) {
     for (int b = 0; b < 4; ++b) v.exps[b] = uint8_t(base + int(next() % 4));
     const int emin = std::min(std::min(v.exps[0], v.exps[1]), std::min(v.exps[2], v.exps[3]));
     for (int b = 0; b < 4; ++b) {
-      const S8Lut lut = s8_lut(uint32_t(v.exps[b] - emin));
-      for (int i = 0; i < 32; i += 4) {
+      const MagnitudeLut lut = magnitude_lut(uint32_t(v.exps[b] - emin));
+      for (int i = 0; i < 32; i += 8) {
         uint32_t codes = 0;
-        for (int j = 0; j < 4; ++j) {
+        for (int j = 0; j < 8; ++j) {
           const uint8_t c = uint8_t(next() & 0xF);
           v.codes[32 * b + i + j] = c;
           codes |= uint32_t(c) << (4 * j);
         }
-        const uint32_t out = e2m1x4_to_s8(codes, lut);
-        for (int j = 0; j < 4; ++j) v.s8[32 * b + i + j] = int8_t((out >> (8 * j)) & 0xFF);
+        uint32_t out[2];
+        e2m1x8_to_s8(codes, lut, out[0], out[1]);
+        for (int j = 0; j < 8; ++j) v.s8[32 * b + i + j] = int8_t((out[j / 4] >> (8 * (j % 4))) & 0xFF);
       }
       for (int i = 0; i < 32; ++i)
         v.value[32 * b + i] = std::ldexp(oracle::e2m1(v.codes[32 * b + i]), int(v.exps[b]) - 127);

@@ -73,13 +73,10 @@ __device__ __forceinline__ void e2m1_block_to_e5m2(const uint4& in, uint32_t shi
 // (shift <= kS8MaxShift; e2m1_s8.h), in e2m1_block_to_e5m2's element order.
 __device__ __forceinline__ void e2m1_block_to_s8(const uint4& in, uint32_t shift, uint4& lo, uint4& hi) {
   const uint32_t w[4] = {in.x, in.y, in.z, in.w};
-  const S8Lut lut = s8_lut(shift);
+  const MagnitudeLut lut = magnitude_lut(shift);
   uint32_t o[8];
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    o[2 * k] = e2m1x4_to_s8(w[k], lut);
-    o[2 * k + 1] = e2m1x4_to_s8(w[k] >> 16, lut);
-  }
+  for (int k = 0; k < 4; ++k) e2m1x8_to_s8(w[k], lut, o[2 * k], o[2 * k + 1]);
   lo = make_uint4(o[0], o[1], o[2], o[3]);
   hi = make_uint4(o[4], o[5], o[6], o[7]);
 }
