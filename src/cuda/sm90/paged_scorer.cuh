@@ -1001,7 +1001,7 @@ struct PagedScorer {
     // addresses derived from them can live in uniform registers: the lockstep fp8 loop (fused
     // prefill; its query descriptors, V3.2 2.1-2.7% faster) and the loops of warpgroups that
     // take alternate tiles (decode; cw and the stage). The shared-tile loops (N = 256: dense
-    // prefill, the integer path) measured 1-10% slower so and keep plain values
+    // prefill, the integer path) measured 1-10% slower that way and keep plain values
     // (docs/perf.md, session 24).
     constexpr bool kUniformStage = !kShareTiles;
     const int cw = (kF16 && Sink::kLockstep) || kUniformStage ? ptx::warp_uniform(cw_in) : cw_in;
