@@ -255,6 +255,14 @@ inline constexpr int kLaunchRegs = 168;
 #ifndef FI_SCORER_PINGPONG
 #define FI_SCORER_PINGPONG 2
 #endif
+// Known-uniform indices (same scores): the consumers' warpgroup and stage indices broadcast
+// from lane 0 (ptx::warp_uniform), so ptxas may keep what derives from them in uniform
+// registers. Whether a loop gains is a matter of scheduling, measured per loop in session 24
+// (docs/perf.md): 0 nowhere, 1 (default) where it measured faster (consume_tiles), 2 in every
+// consumer loop. Re-measure 0 / 2 against 1 after a change to a hot loop.
+#ifndef FI_SCORER_UNIFORM_INDICES
+#define FI_SCORER_UNIFORM_INDICES 1
+#endif
 inline constexpr int kConsumerRegs = FI_SCORER_CONSUMER_REGS;
 inline constexpr int kProducerRegs = ((kScorerThreads * kLaunchRegs - 256 * kConsumerRegs) / 128) & ~7;
 static_assert(kProducerRegs >= 24 && 128 * kProducerRegs + 256 * kConsumerRegs <= kScorerThreads * kLaunchRegs,
@@ -1003,8 +1011,10 @@ struct PagedScorer {
     // take alternate tiles (decode; cw and the stage). The shared-tile loops (N = 256: dense
     // prefill, the integer path) measured 1-10% slower that way and keep plain values
     // (docs/perf.md, session 24).
-    constexpr bool kUniformStage = !kShareTiles;
-    const int cw = (kF16 && Sink::kLockstep) || kUniformStage ? ptx::warp_uniform(cw_in) : cw_in;
+    constexpr bool kUniformStage =
+        FI_SCORER_UNIFORM_INDICES == 2 || (FI_SCORER_UNIFORM_INDICES == 1 && !kShareTiles);
+    constexpr bool kUniformCw = kUniformStage || (FI_SCORER_UNIFORM_INDICES == 1 && kF16 && Sink::kLockstep);
+    const int cw = kUniformCw ? ptx::warp_uniform(cw_in) : cw_in;
     constexpr bool kPingPong =
         kShareTiles && (FI_SCORER_PINGPONG == 1 || (FI_SCORER_PINGPONG == 2 && kF16 && !Sink::kLockstep));
     const int t = threadIdx.x - 128;  // 0..255
