@@ -73,8 +73,7 @@ for v in "${variants[@]}"; do
       # SANITIZE_RUNS_<name>="tool:filter ...": this variant's own list instead (e.g. racecheck
       # of GpuFused.SanitizerDecodeClustersPairsH64 on a -DFI_STAGED_SETMAXNREG=0 build).
       runs_var="SANITIZE_RUNS_$name"
-      # shellcheck disable=SC2206  # words on purpose
-      [ -n "${!runs_var-}" ] && runs=(${!runs_var})
+      [ -n "${!runs_var-}" ] && read -r -a runs <<< "${!runs_var}"  # words, not globbed
       san_start=$SECONDS
       for ((i = 0; i < ${#runs[@]}; i++)); do
         tool=${runs[$i]%%:*} tfilter=${runs[$i]#*:}
