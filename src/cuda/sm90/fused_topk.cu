@@ -208,8 +208,9 @@ struct SelectSink {
   // compact back below it.
   // kOwnRows: the vote and the compactions involve only the warpgroup that owns the rows.
   template <class Smem>
-  __device__ void step(Smem& sm, int t) {
-    if (!FI_FUSED_VOTES || (steps++ & vote_mask) != 0) return;
+  __device__ void step(Smem& sm, int t, int j) {
+    if (FI_FUSED_UNIFORM_STEPS) steps = uint32_t(j) + 1;
+    if (!FI_FUSED_VOTES || ((FI_FUSED_UNIFORM_STEPS ? uint32_t(j) : steps++) & vote_mask) != 0) return;
     const long long t0 = clock.now();
     const bool full = crossed;
     crossed = false;
