@@ -209,13 +209,13 @@ struct SelectSink {
   // kOwnRows: the vote and the compactions involve only the warpgroup that owns the rows.
   template <class Smem>
   __device__ void step(Smem& sm, int t, int j) {
-    if (FI_FUSED_UNIFORM_STEPS) steps = uint32_t(j) + 1;
-    if (!FI_FUSED_VOTES || ((FI_FUSED_UNIFORM_STEPS ? uint32_t(j) : steps++) & vote_mask) != 0) return;
+    const uint32_t step_index = FI_FUSED_UNIFORM_STEPS ? uint32_t(j) : steps++;  // j: the loop's step
+    if (!FI_FUSED_VOTES || (step_index & vote_mask) != 0) return;
     const long long t0 = clock.now();
     const bool full = crossed;
     crossed = false;
     if constexpr (kOwnRows) {
-      if (steps - 1 == uint32_t(sm.order.sample) && sm.order.sample > 0) {  // the sample stays within limit
+      if (step_index == uint32_t(sm.order.sample) && sm.order.sample > 0) {  // the sample stays within limit
         guess(sm, t);
         clock.add(kProfileVotes, clock.now() - t0);
         return;
