@@ -15,16 +15,34 @@ namespace flashindexer::sm90 {
 
 inline constexpr uint32_t kE5m2FastMaxShift = 13;
 
-// PTX prmt (default mode) for selectors whose nibbles are 0..7: byte i of the result is
-// byte sel[4i..4i+3] of the pair {lo, hi}.
+// PTX prmt in its default mode over the selector's low 16 bits: byte i of the result is byte
+// sel[4i..4i+2] of the pair {lo, hi}, or, with nibble bit 3 set, that byte's top bit filled
+// across it (0xFF or 0).
+FI_HD uint32_t byte_permute_sign_fill(uint32_t lo, uint32_t hi, uint32_t sel) {
+#if defined(__CUDA_ARCH__)
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(sel));
+  return r;
+#else
+  const uint64_t pair = uint64_t(hi) << 32 | lo;
+  uint32_t r = 0;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t c = (sel >> (4 * i)) & 15;
+    uint32_t b = uint32_t((pair >> (8 * (c & 7))) & 0xFF);
+    if (c & 8) b = (b & 0x80) ? 0xFF : 0;
+    r |= b << (8 * i);
+  }
+  return r;
+#endif
+}
+
+// The same for selectors whose nibbles are 0..7 (no sign fill): byte i of the result is
+// byte sel[4i..4i+2] of the pair {lo, hi}.
 FI_HD uint32_t byte_permute(uint32_t lo, uint32_t hi, uint32_t sel) {
 #if defined(__CUDA_ARCH__)
   return __byte_perm(lo, hi, sel);
 #else
-  const uint64_t pair = uint64_t(hi) << 32 | lo;
-  uint32_t r = 0;
-  for (int i = 0; i < 4; ++i) r |= uint32_t((pair >> (8 * ((sel >> (4 * i)) & 7))) & 0xFF) << (8 * i);
-  return r;
+  return byte_permute_sign_fill(lo, hi, sel & 0x7777u);
 #endif
 }
 

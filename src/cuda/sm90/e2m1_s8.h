@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "../../core/host_device.h"
+#include "e2m1_e5m2.h"
 
 namespace flashindexer::sm90 {
 
@@ -25,27 +25,6 @@ struct MagnitudeLut {
   uint32_t lo, hi;  // bytes: twice the E2M1 magnitudes of codes 0..3, 4..7, times 2^shift
 };
 FI_HD MagnitudeLut magnitude_lut(uint32_t shift) { return {0x03020100u << shift, 0x0C080604u << shift}; }
-
-// PTX prmt in its default mode over the selector's low 16 bits: byte i of the result is byte
-// sel[4i..4i+2] of the pair {lo, hi}, or, with nibble bit 3 set, that byte's top bit filled
-// across it (0xFF or 0).
-FI_HD uint32_t byte_permute_sign_fill(uint32_t lo, uint32_t hi, uint32_t sel) {
-#if defined(__CUDA_ARCH__)
-  uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(sel));
-  return r;
-#else
-  const uint64_t pair = uint64_t(hi) << 32 | lo;
-  uint32_t r = 0;
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t c = (sel >> (4 * i)) & 15;
-    uint32_t b = uint32_t((pair >> (8 * (c & 7))) & 0xFF);
-    if (c & 8) b = (b & 0x80) ? 0xFF : 0;
-    r |= b << (8 * i);
-  }
-  return r;
-#endif
-}
 
 // Eight E2M1 codes (code i in nibble i) as s8 bytes 2 v << shift: `first` gets codes 0..3,
 // `second` codes 4..7, in bytes 0..3. With the codes as selectors, a negative code (bit 3)
