@@ -159,7 +159,6 @@ struct SelectSink {
   int32_t cap, k;
   uint32_t vote_mask;  // vote_every - 1
   uint32_t limit;      // FusedParams::vote_limit
-  uint32_t steps = 0;
   bool crossed = false;  // since the last vote, one of this thread's appends took a row past limit
   FusedClock clock;
 
@@ -209,7 +208,7 @@ struct SelectSink {
   // kOwnRows: the vote and the compactions involve only the warpgroup that owns the rows.
   template <class Smem>
   __device__ void step(Smem& sm, int t, int j) {
-    const uint32_t step_index = FI_FUSED_UNIFORM_STEPS ? uint32_t(j) : steps++;  // j: the loop's step
+    const uint32_t step_index = uint32_t(j);  // the loop's step: uniform, so the vote check is a uniform branch
     if (!FI_FUSED_VOTES || (step_index & vote_mask) != 0) return;
     const long long t0 = clock.now();
     const bool full = crossed;

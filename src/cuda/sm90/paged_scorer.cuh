@@ -263,13 +263,6 @@ inline constexpr int kLaunchRegs = 168;
 #ifndef FI_SCORER_UNIFORM_INDICES
 #define FI_SCORER_UNIFORM_INDICES 1
 #endif
-// Experiment (same scores, not yet label-tested): lockstep sinks count their steps by the
-// loop index, and the fp8 lockstep loop takes its tile count as a known-uniform value, so
-// the vote check is a uniform branch. Measured once (docs/perf.md, session 24): V4-Flash
-// fused prefill 2% faster, V3.2 unchanged.
-#ifndef FI_FUSED_UNIFORM_STEPS
-#define FI_FUSED_UNIFORM_STEPS 0
-#endif
 inline constexpr int kConsumerRegs = FI_SCORER_CONSUMER_REGS;
 inline constexpr int kProducerRegs = ((kScorerThreads * kLaunchRegs - 256 * kConsumerRegs) / 128) & ~7;
 static_assert(kProducerRegs >= 24 && 128 * kProducerRegs + 256 * kConsumerRegs <= kScorerThreads * kLaunchRegs,
@@ -1057,7 +1050,10 @@ struct PagedScorer {
     float2 wr[kNw / 8];
     load_weights(sm, col0, wr);
     PassCursor pass(sm);
-    const int num_tiles = FI_FUSED_UNIFORM_STEPS && kF16 && Sink::kLockstep ? ptx::warp_uniform(sm.num_tiles) : sm.num_tiles;
+    // Lockstep sinks count their steps by the loop index j; the fp8 lockstep loop takes its
+    // tile count as a known-uniform value, so the vote check is a uniform branch (V4 fused
+    // prefill 1.5-1.8% faster, V3.2 unchanged: docs/perf.md, session 25).
+    const int num_tiles = kF16 && Sink::kLockstep ? ptx::warp_uniform(sm.num_tiles) : sm.num_tiles;
     const SampleOrder order = sm.order;
     static_assert(!Sink::kLockstep || kConsumerWgs == 2, "lockstep sinks step both consumer warpgroups");
     const int first = kShareTiles ? 0 : cw, step = kShareTiles ? 1 : kConsumerWgs;
