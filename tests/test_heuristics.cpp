@@ -130,6 +130,19 @@ TEST(Heuristics, PrefillScorerGroupsFillTheMmaWidth) {
   expect_covering(h32, 900);
 }
 
+TEST(Heuristics, DenseFp8DefaultModeScoresPairsOfRows) {
+  using flashindexer::cuda::dense_prefill_rows;
+  EXPECT_EQ(dense_prefill_rows(true, 64), 2);   // fp8, FP16 chain: N = 128, three consumer warpgroups
+  EXPECT_EQ(dense_prefill_rows(false, 64), 0);  // kReduced or mxfp4: 256 / H
+  EXPECT_EQ(dense_prefill_rows(true, 32), 0);   // H = 32: not measured, 256 / H
+  const auto pairs = plan_scorer(false, 8191, 1, 1, 64, 65536, 132, flashindexer::cuda::kScorerMinChunkDense, 2);
+  EXPECT_EQ(pairs.rows_per_group, 2);
+  EXPECT_EQ(pairs.group_stride, 2);
+  EXPECT_EQ(pairs.groups, 4096);  // 8,191 rows: the last group holds one
+  EXPECT_EQ(pairs.splits, 1);
+  EXPECT_EQ(plan_scorer(false, 8192, 1, 1, 64, 65536, 132, flashindexer::cuda::kScorerMinChunkDense, 0).rows_per_group, 4);
+}
+
 TEST(Heuristics, DecodeScorerSplitsFewRequestsAcrossTheGpu) {
   const auto b64 = plan_scorer(true, 64, 1, 64, 64, 65536, 132);
   EXPECT_EQ(b64.rows_per_group, 1);

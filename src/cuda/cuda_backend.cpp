@@ -162,7 +162,11 @@ class CudaBackend final : public BackendImpl {
   ScorerPlan scorer_plan(const IndexerProblem& p, Operator op) const {
     return plan_scorer(p.rows.form == RowForm::kDecode, p.rows.rows(), p.rows.next_n, p.rows.num_requests,
                        p.queries.num_heads, p.rows.max_context, device().num_sms,
-                       op == Operator::kDenseLogits ? kScorerMinChunkDense : kScorerMinChunk);
+                       op == Operator::kDenseLogits ? kScorerMinChunkDense : kScorerMinChunk,
+                       op == Operator::kDenseLogits ? dense_prefill_rows(p.cache.format == CacheFormat::kFp8E4M3 &&
+                                                                             p.accuracy == ScoreAccuracy::kFp32,
+                                                                         p.queries.num_heads)
+                                                    : 0);
   }
   // Decode rows may take the fused cluster path (fused_staged.cu).
   FusedStagedPlan staged_plan(const IndexerProblem& p) const {

@@ -188,15 +188,18 @@ inline int64_t balanced_splits(int64_t groups, int64_t lo, int64_t hi, int num_s
   return best;
 }
 
+// prefill_rows: rows per ragged group, 0 for 256 / H (N = 256: both consumer warpgroups on
+// every tile).
 inline ScorerPlan plan_scorer(bool decode, int64_t rows, int32_t next_n, int32_t num_requests, int32_t heads,
-                              int64_t max_context, int num_sms, int64_t min_chunk = kScorerMinChunk) {
+                              int64_t max_context, int num_sms, int64_t min_chunk = kScorerMinChunk,
+                              int32_t prefill_rows = 0) {
   ScorerPlan plan;
   if (decode) {
     plan.rows_per_group = next_n <= 1 ? 1 : next_n <= 2 ? 2 : 4;
     plan.group_stride = std::max(next_n, 1);
     plan.groups = num_requests;
   } else {
-    plan.rows_per_group = heads > 0 ? 256 / heads : 1;
+    plan.rows_per_group = prefill_rows > 0 ? prefill_rows : heads > 0 ? 256 / heads : 1;
     plan.group_stride = plan.rows_per_group;
     plan.groups = (rows + plan.rows_per_group - 1) / plan.rows_per_group;
   }
@@ -213,6 +216,22 @@ inline ScorerPlan plan_scorer(bool decode, int64_t rows, int32_t next_n, int32_t
   plan.chunk = (per + kScorerTile - 1) / kScorerTile * kScorerTile;
   plan.splits = int32_t((max_context + plan.chunk - 1) / plan.chunk);
   return plan;
+}
+
+// Experiment knob (host code: CMAKE_CXX_FLAGS): rows per ragged group of the dense operator
+// (0: dense_prefill_rows decides).
+#ifndef FI_DENSE_PREFILL_ROWS
+#define FI_DENSE_PREFILL_ROWS 0
+#endif
+// plan_scorer's prefill_rows for the dense operator: pairs of H = 64 rows for fp8 caches in
+// the default mode (N = 128, three consumer warpgroups on alternate tiles, dense_logits.cu),
+// which measured 4% faster than groups of four in ping-pong (V3.2 prefill 8,192 x 65,536:
+// 15.96 against 16.62-16.69 ms; docs/perf.md, session 25); 0 (256 / H) otherwise. kReduced's
+// FP8 chain measured slower in pairs (11.82 against 10.98 ms), as did mxfp4 (17.53 against
+// 17.16) and the fused operator (21.90 against 20.75: no sampled start, both warpgroups vote).
+inline int32_t dense_prefill_rows(bool fp8_default_mode, int32_t heads) {
+  if (FI_DENSE_PREFILL_ROWS > 0) return FI_DENSE_PREFILL_ROWS;
+  return fp8_default_mode && heads == 64 ? 2 : 0;
 }
 
 // Fused operator (fused_topk.cu): each row of a group keeps `cap` candidate keys in shared

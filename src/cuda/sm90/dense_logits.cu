@@ -30,25 +30,29 @@ struct LogitsSink {
   }
 };
 
-// Consumer warpgroups of the dense kernel: three for register-key groups of N <= 64 (mxfp4
-// decode with next_n = 1 at H = 64, next_n <= 2 at H = 32), each on every third tile, so the
-// schedulers have more warps to issue from (v4-pro decode B=64: 236 -> 214 us, docs/perf.md
-// session 13); else two. Experiment knob: FI_SCORER_CONSUMER_WGS=2 keeps two everywhere.
+// Consumer warpgroups of the dense kernel, each on every third tile where there are three
+// (the schedulers get more warps to issue from); else two:
+// - register-key groups of N <= 64 (mxfp4 decode with next_n = 1 at H = 64, next_n <= 2 at
+//   H = 32): v4-pro decode B=64 236 -> 214 us (docs/perf.md, session 13);
+// - fp8 pairs of H = 64 rows in the default mode (FP16 chain, N = 128: the prefill groups of
+//   that mode, and decode with next_n = 2): V3.2 prefill 8,192 x 65,536 16.6 -> 16.0 ms against
+//   groups of 4 rows in ping-pong (docs/perf.md, session 25).
+// Experiment knob: FI_SCORER_CONSUMER_WGS=2 keeps two everywhere.
 #ifndef FI_SCORER_CONSUMER_WGS
 #define FI_SCORER_CONSUMER_WGS 3
 #endif
-template <CacheFormat kFormat, int kHeads, int kRows>
+template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 constexpr int dense_consumer_wgs() {
-  return FI_SCORER_CONSUMER_WGS == 3 && ScorerSmem<kHeads * kRows, kFormat == CacheFormat::kMxfp4>::kRegKeys &&
-                 kHeads * kRows <= 64
-             ? 3
-             : 2;
+  constexpr int kN = kHeads * kRows;
+  if (FI_SCORER_CONSUMER_WGS != 3) return 2;
+  if (kFormat == CacheFormat::kFp8E4M3) return kAccuracy == ScoreAccuracy::kFp32 && kHeads == 64 && kRows == 2 ? 3 : 2;
+  return ScorerSmem<kN, kFormat == CacheFormat::kMxfp4>::kRegKeys && kN <= 64 ? 3 : 2;
 }
 
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
-__global__ void __launch_bounds__(128 * (1 + dense_consumer_wgs<kFormat, kHeads, kRows>()), 1)
+__global__ void __launch_bounds__(128 * (1 + dense_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>()), 1)
     dense_logits_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ LogitsOutput out) {
-  constexpr int kWgs = dense_consumer_wgs<kFormat, kHeads, kRows>();
+  constexpr int kWgs = dense_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>();
   using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, kWgs>;
   extern __shared__ uint8_t smem_raw[];
   auto& sm = carve<typename Core::Smem>(smem_raw);
@@ -103,14 +107,17 @@ __global__ void __launch_bounds__(128 * (1 + dense_consumer_wgs<kFormat, kHeads,
   }
 }
 
+template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
+cudaError_t launch(const ScorerArgs& a, const LogitsOutput& out, cudaStream_t stream) {
+  constexpr size_t kSmem = scorer_smem_bytes<kHeads * kRows, kFormat == CacheFormat::kMxfp4>();
+  return launch_scorer_kernel<128 * (1 + dense_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>())>(
+      dense_logits_kernel<kFormat, kHeads, kRows, kAccuracy>, kSmem, stream, a, out);
+}
+
 template <CacheFormat kFormat, int kHeads, int kRows>
 cudaError_t launch(const ScorerArgs& a, const LogitsOutput& out, cudaStream_t stream) {
-  constexpr int kN = kHeads * kRows;
-  constexpr size_t kSmem = scorer_smem_bytes<kN, kFormat == CacheFormat::kMxfp4>();
-  auto kernel = a.accuracy == ScoreAccuracy::kReduced
-                    ? dense_logits_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kReduced>
-                    : dense_logits_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kFp32>;
-  return launch_scorer_kernel<128 * (1 + dense_consumer_wgs<kFormat, kHeads, kRows>())>(kernel, kSmem, stream, a, out);
+  return a.accuracy == ScoreAccuracy::kReduced ? launch<kFormat, kHeads, kRows, ScoreAccuracy::kReduced>(a, out, stream)
+                                               : launch<kFormat, kHeads, kRows, ScoreAccuracy::kFp32>(a, out, stream);
 }
 
 }  // namespace
