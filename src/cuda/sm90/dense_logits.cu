@@ -5,7 +5,8 @@
 //   kHasNaN). The scoring is paged_scorer.cuh; this file adds the logits sink, the -inf
 //   fill of each CTA's position range and the status write.
 // Grid: one CTA per (group, split), groups in reverse order (causal prefill: the longest
-//   rows first). 384 threads, dynamic shared memory scorer_smem_bytes<N>().
+//   rows first). 384 threads, 512 with a third consumer warpgroup (dense_consumer_wgs);
+//   dynamic shared memory scorer_smem_bytes<N>().
 #include "dense_logits.h"
 #include "paged_scorer.cuh"
 
