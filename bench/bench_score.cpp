@@ -499,6 +499,7 @@ int bench_score(const BenchOptions& opt) {
           for (int64_t c : {8192, 32768, 131072, 262144}) points.push_back({preset, true, b, n, c});
     }
   }
+  if (opt.full) points.push_back({"glm5", false, 8192, 1, 65536});  // H = 32, fp8, K = 2048
   // Issue 5's V4-Flash points (K = 512): fused vs dense + TopK.
   points.push_back({"v4-flash", false, 8192, 1, 65536, true});
   points.push_back({"v4-flash", true, 64, 1, 65536, true});

@@ -134,7 +134,7 @@ TEST(Heuristics, DenseFp8DefaultModeScoresPairsOfRows) {
   using flashindexer::cuda::dense_prefill_rows;
   EXPECT_EQ(dense_prefill_rows(true, 64), 2);   // fp8, FP16 chain: N = 128, three consumer warpgroups
   EXPECT_EQ(dense_prefill_rows(false, 64), 0);  // kReduced or mxfp4: 256 / H
-  EXPECT_EQ(dense_prefill_rows(true, 32), 0);   // H = 32: not measured, 256 / H
+  EXPECT_EQ(dense_prefill_rows(true, 32), 4);   // H = 32: N = 128 too
   const auto pairs = plan_scorer(false, 8191, 1, 1, 64, 65536, 132, flashindexer::cuda::kScorerMinChunkDense, 2);
   EXPECT_EQ(pairs.rows_per_group, 2);
   EXPECT_EQ(pairs.group_stride, 2);

@@ -162,11 +162,24 @@ class CudaBackend final : public BackendImpl {
   ScorerPlan scorer_plan(const IndexerProblem& p, Operator op) const {
     return plan_scorer(p.rows.form == RowForm::kDecode, p.rows.rows(), p.rows.next_n, p.rows.num_requests,
                        p.queries.num_heads, p.rows.max_context, device().num_sms,
-                       op == Operator::kDenseLogits ? kScorerMinChunkDense : kScorerMinChunk,
-                       op == Operator::kDenseLogits ? dense_prefill_rows(p.cache.format == CacheFormat::kFp8E4M3 &&
-                                                                             p.accuracy == ScoreAccuracy::kFp32,
-                                                                         p.queries.num_heads)
-                                                    : 0);
+                       op == Operator::kDenseLogits ? kScorerMinChunkDense : kScorerMinChunk, prefill_rows(p, op));
+  }
+  // Rows per ragged group (0: 256 / H). The fused operator takes groups of N = 128 where the
+  // candidates of N = 256 do not fit beside the scorer (H = 32, K = 2048: 8 rows hold 1,372
+  // each, 4 rows 3,800). The dense operator takes the same groups, since mxfp4 scores depend
+  // on them (the integer path is a CTA-wide choice), except fp8 in the default mode, whose
+  // scores do not (dense_prefill_rows: N = 128, three consumer warpgroups).
+  int32_t prefill_rows(const IndexerProblem& p, Operator op) const {
+    const int32_t h = p.queries.num_heads;
+    if (op == Operator::kDenseLogits && p.cache.format == CacheFormat::kFp8E4M3 && p.accuracy == ScoreAccuracy::kFp32)
+      return dense_prefill_rows(true, h);
+    if (h != 32 && h != 64) return 0;
+    auto fits = [&](int32_t rows) {
+      return sm90::fused_topk_capacity(p.cache.format, h, rows, device().smem_optin) >=
+             sm90::fused_topk_min_capacity(p.k, h, rows);
+    };
+    const int32_t full = 256 / h;
+    return !fits(full) && fits(full / 2) ? full / 2 : 0;
   }
   // Decode rows may take the fused cluster path (fused_staged.cu).
   FusedStagedPlan staged_plan(const IndexerProblem& p) const {

@@ -223,15 +223,16 @@ inline ScorerPlan plan_scorer(bool decode, int64_t rows, int32_t next_n, int32_t
 #ifndef FI_DENSE_PREFILL_ROWS
 #define FI_DENSE_PREFILL_ROWS 0
 #endif
-// plan_scorer's prefill_rows for the dense operator: pairs of H = 64 rows for fp8 caches in
-// the default mode (N = 128, three consumer warpgroups on alternate tiles, dense_logits.cu),
-// which measured 4% faster than groups of four in ping-pong (V3.2 prefill 8,192 x 65,536:
-// 15.96 against 16.62-16.69 ms; docs/perf.md, session 25); 0 (256 / H) otherwise. kReduced's
-// FP8 chain measured slower in pairs (11.82 against 10.98 ms), as did mxfp4 (17.53 against
-// 17.16) and the fused operator (21.90 against 20.75: no sampled start, both warpgroups vote).
+// plan_scorer's prefill_rows for the dense operator: groups of N = 128 columns (128 / H rows)
+// for fp8 caches in the default mode (three consumer warpgroups on alternate tiles,
+// dense_logits.cu), which measured 4.7% faster than N = 256 in ping-pong at H = 64 (V3.2
+// prefill 8,192 x 65,536: 15.89 against 16.68 ms; docs/perf.md, session 25); 0 (256 / H)
+// otherwise. kReduced's FP8 chain measured slower at N = 128 (11.82 against 10.98 ms), as did
+// mxfp4 (17.53 against 17.16) and the fused operator (21.90 against 20.75: no sampled start,
+// both warpgroups vote).
 inline int32_t dense_prefill_rows(bool fp8_default_mode, int32_t heads) {
   if (FI_DENSE_PREFILL_ROWS > 0) return FI_DENSE_PREFILL_ROWS;
-  return fp8_default_mode && heads == 64 ? 2 : 0;
+  return fp8_default_mode && (heads == 64 || heads == 32) ? 128 / heads : 0;
 }
 
 // Fused operator (fused_topk.cu): each row of a group keeps `cap` candidate keys in shared

@@ -180,6 +180,9 @@ TEST(GpuFused, KOrdersAndShapes) {
     SyntheticSpec s = spec(f, Generator::kTies, 30, 2, 5000, 1024, 51);
     s.num_heads = 32;  // 8 rows per group
     expect_fused_exact(make(s), std::string(name(f)) + " H 32");
+    s = spec(f, Generator::kGaussian, 22, 2, 7000, 2048, 54);
+    s.num_heads = 32;  // K = 2048: 8 rows' candidates do not fit, groups of 4 (both operators for mxfp4)
+    expect_fused_exact(make(s), std::string(name(f)) + " H 32 k 2048");
     s = spec(f, Generator::kGaussian, 17, 2, 7000, 512, 52);
     s.page_size = 128;
     s.page_stride = page_payload_bytes(f, 128) + 4096;  // padded pages (interleaved layers)
@@ -863,13 +866,14 @@ TEST(GpuFused, HostRunnersRunOnTheDevice) {
 TEST(GpuFused, UnsupportedShapeIsRefusedWithAReason) {
   SKIP_WITHOUT_GPU();
   SyntheticSpec s = spec(CacheFormat::kMxfp4, Generator::kGaussian, 16, 1, 3000, 2048, 110);
-  s.num_heads = 32;  // 8 rows per group x (2048 + 64) keys: more than the shared memory
-  const HostProblem h = make(s);
+  s.num_heads = 32;
+  HostProblem h = make(s);
+  h.k = 4096;  // above the selectors' 2,048
   DeviceProblem d(h);
   const Status st = can_implement(d.p, Operator::kFusedTopK, gpu_launch());
-  if (st.is_ok()) GTEST_SKIP() << "this device holds the shape";
   EXPECT_EQ(st.code(), StatusCode::kUnsupported);
-  EXPECT_NE(st.message().find("needs"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("k: expected 1..2048"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("got 4096"), std::string::npos) << st.message();
 }
 
 // Small prefill and decode-split cases for compute-sanitizer (memcheck, racecheck).

@@ -35,9 +35,9 @@ struct LogitsSink {
 // (the schedulers get more warps to issue from); else two:
 // - register-key groups of N <= 64 (mxfp4 decode with next_n = 1 at H = 64, next_n <= 2 at
 //   H = 32): v4-pro decode B=64 236 -> 214 us (docs/perf.md, session 13);
-// - fp8 pairs of H = 64 rows in the default mode (FP16 chain, N = 128: the prefill groups of
-//   that mode, and decode with next_n = 2): V3.2 prefill 8,192 x 65,536 16.6 -> 16.0 ms against
-//   groups of 4 rows in ping-pong (docs/perf.md, session 25).
+// - fp8 groups of N = 128 in the default mode (FP16 chain: the prefill groups of that mode,
+//   and decode with next_n = 2 at H = 64, 3-4 at H = 32): V3.2 prefill 8,192 x 65,536
+//   16.7 -> 15.9 ms against groups of N = 256 in ping-pong (docs/perf.md, session 25).
 // Experiment knob: FI_SCORER_CONSUMER_WGS=2 keeps two everywhere.
 #ifndef FI_SCORER_CONSUMER_WGS
 #define FI_SCORER_CONSUMER_WGS 3
@@ -46,7 +46,7 @@ template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 constexpr int dense_consumer_wgs() {
   constexpr int kN = kHeads * kRows;
   if (FI_SCORER_CONSUMER_WGS != 3) return 2;
-  if (kFormat == CacheFormat::kFp8E4M3) return kAccuracy == ScoreAccuracy::kFp32 && kHeads == 64 && kRows == 2 ? 3 : 2;
+  if (kFormat == CacheFormat::kFp8E4M3) return kAccuracy == ScoreAccuracy::kFp32 && kN == 128 ? 3 : 2;
   return ScorerSmem<kN, kFormat == CacheFormat::kMxfp4>::kRegKeys && kN <= 64 ? 3 : 2;
 }
 

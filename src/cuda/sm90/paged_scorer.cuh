@@ -53,7 +53,7 @@
 //   mxfp4: raw tiles by cp.async into a 16-stage ring, nothing else; warpgroups 1 and 2
 //   consume: with N = 256 both read every tile (128 columns each, so a key tile from L2
 //   serves 256 columns); with N <= 128 they take alternate tiles. The dense kernel's
-//   register-key groups of N <= 64 and fp8 pairs of H = 64 rows in the default mode (its
+//   register-key groups of N <= 64 and fp8 groups of N = 128 in the default mode (its
 //   prefill groups) run a third consumer warpgroup (512 threads, every third tile;
 //   dense_logits.cu); so do the fused decode clusters' groups of N <= 64 of
 //   both formats and their fp8 pairs of rows, N <= 128 (fused_staged.cu).
@@ -253,8 +253,9 @@ inline constexpr int kLaunchRegs = 168;
 // mode (FP16 chain) 1.09x faster; the FP8 chains (kReduced) and the fused sink, whose
 // per-tile step barrier lets only one epilogue hide, 2-3% slower. FI_SCORER_PINGPONG: 0 never,
 // 1 wherever tiles are shared, 2 (default) only for the FP16 chain of a non-lockstep sink.
-// Since session 25 the dense operator scores H = 64 prefill in that mode as pairs of rows
-// with three consumer warpgroups instead (4% faster); the H = 32 groups (N = 256) keep it.
+// Since session 25 the dense operator scores prefill in that mode in groups of N = 128 with
+// three consumer warpgroups instead (4.7% faster at H = 64), so only the knob's groups of
+// N = 256 take turns.
 #ifndef FI_SCORER_PINGPONG
 #define FI_SCORER_PINGPONG 2
 #endif
