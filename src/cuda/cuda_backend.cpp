@@ -172,6 +172,7 @@ class CudaBackend final : public BackendImpl {
   int32_t prefill_rows(const IndexerProblem& p, Operator op) const {
     const int32_t h = p.queries.num_heads;
     if (p.rows.form == RowForm::kDecode) return 0;  // decode groups are a request's next_n rows
+    if (op == Operator::kDenseLogits && FI_DENSE_PREFILL_ROWS > 0) return FI_DENSE_PREFILL_ROWS;  // the knob
     if (op == Operator::kDenseLogits && p.cache.format == CacheFormat::kFp8E4M3 && p.accuracy == ScoreAccuracy::kFp32)
       return dense_prefill_rows(true, h);
     if (h != 32 && h != 64) return 0;
