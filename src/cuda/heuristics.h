@@ -218,8 +218,8 @@ inline ScorerPlan plan_scorer(bool decode, int64_t rows, int32_t next_n, int32_t
   return plan;
 }
 
-// Experiment knob (host code: CMAKE_CXX_FLAGS): rows per ragged group of the dense operator
-// (0: dense_prefill_rows decides).
+// Experiment knob (host code: CMAKE_CXX_FLAGS): rows per ragged group of the dense operator,
+// every format and mode (0: the backend's choice, cuda_backend.cpp).
 #ifndef FI_DENSE_PREFILL_ROWS
 #define FI_DENSE_PREFILL_ROWS 0
 #endif
@@ -231,7 +231,6 @@ inline ScorerPlan plan_scorer(bool decode, int64_t rows, int32_t next_n, int32_t
 // mxfp4 (17.53 against 17.16) and the fused operator (21.90 against 20.75: no sampled start,
 // both warpgroups vote).
 inline int32_t dense_prefill_rows(bool fp8_default_mode, int32_t heads) {
-  if (FI_DENSE_PREFILL_ROWS > 0) return FI_DENSE_PREFILL_ROWS;
   return fp8_default_mode && (heads == 64 || heads == 32) ? 128 / heads : 0;
 }
 
