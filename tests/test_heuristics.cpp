@@ -201,6 +201,20 @@ TEST(Heuristics, ScorerMaxSplitsBoundsSplitsIndependentlyOfContext) {
   EXPECT_EQ(plan_scorer(false, 8192, 1, 1, 64, 262144, 132).max_splits, 1);  // prefill: no workspace
 }
 
+// A step of the fused operator's lockstep sink: one tile per row when the two consumer
+// warpgroups share the tiles of a group of N = H x R = 256 columns, a pair of tiles otherwise
+// (N <= 128, or N = 256 on alternate tiles).
+TEST(Heuristics, FusedStepPutsFollowTheTileSharing) {
+  using flashindexer::cuda::fused_step_puts;
+  EXPECT_EQ(fused_step_puts(64, 4), 64);
+  EXPECT_EQ(fused_step_puts(32, 8), 64);
+  EXPECT_EQ(fused_step_puts(64, 4, true), 128);
+  EXPECT_EQ(fused_step_puts(32, 8, true), 128);
+  EXPECT_EQ(fused_step_puts(64, 2), 128);
+  EXPECT_EQ(fused_step_puts(64, 2, true), 128);  // N = 128 takes alternate tiles either way
+  EXPECT_EQ(fused_step_puts(32, 1), 128);
+}
+
 // The fused operator's vote interval: a power of two that keeps appends in bounds
 // (cap >= K + every x step: one interval of room above the vote limit) whenever the
 // capacity meets the minimum, and prefers the longest interval that leaves as much room free

@@ -237,9 +237,9 @@ inline int32_t dense_prefill_rows(bool fp8_default_mode, int32_t heads) {
 // Fused operator (fused_topk.cu): each row of a group keeps `cap` candidate keys in shared
 // memory; between two compaction votes a row gains at most vote_every x step_puts keys
 // (step_puts: one 64-position tile per step when the two consumer warpgroups share tiles,
-// N = H x R = 256; a pair of tiles otherwise).
-inline constexpr int32_t fused_step_puts(int32_t heads, int32_t rows_per_group) {
-  return heads * rows_per_group == 256 ? 64 : 128;
+// N = H x R = 256 unless `alternate256`; a pair of tiles otherwise).
+inline constexpr int32_t fused_step_puts(int32_t heads, int32_t rows_per_group, bool alternate256 = false) {
+  return heads * rows_per_group == 256 && !alternate256 ? 64 : 128;
 }
 
 // The least capacity for K: K plus one vote interval of one step (the vote is exact: it asks

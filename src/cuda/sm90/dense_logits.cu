@@ -6,6 +6,7 @@
 //   fill of each CTA's position range and the status write.
 // Grid: one CTA per (group, split), groups in reverse order (causal prefill: the longest
 //   rows first). 384 threads, 512 with a third consumer warpgroup (dense_consumer_wgs);
+//   groups of N = 256 on alternate tiles (dense_alternate256);
 //   dynamic shared memory scorer_smem_bytes<N>().
 #include "dense_logits.h"
 #include "paged_scorer.cuh"
@@ -50,11 +51,28 @@ constexpr int dense_consumer_wgs() {
   return ScorerSmem<kN, kFormat == CacheFormat::kMxfp4>::kRegKeys && kN <= 64 ? 3 : 2;
 }
 
+// Groups of N = 256 take alternate tiles (PagedScorer's kAlternate256: one m64n256 chain per
+// warpgroup and tile, so one warpgroup's epilogue runs under the other's MMAs) where the core
+// allows it: mxfp4 in both modes, fp8 in kReduced. The fused operator keeps shared tiles (its
+// sink owns rows per warpgroup); the scores are the same bits. Measured (docs/perf.md,
+// session 26): V4-Pro 8,192 x 65,536 17.14 -> 14.87 ms (integer path), kReduced 14.25 ->
+// 13.36; V3.2 kReduced 11.08 -> 10.53. Experiment knob FI_DENSE_N256_ALTERNATE=0: both
+// warpgroups on every tile.
+#ifndef FI_DENSE_N256_ALTERNATE
+#define FI_DENSE_N256_ALTERNATE 1
+#endif
+template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
+constexpr bool dense_alternate256() {
+  return FI_DENSE_N256_ALTERNATE != 0 && kHeads * kRows == 256 &&
+         (kFormat == CacheFormat::kMxfp4 || kAccuracy == ScoreAccuracy::kReduced);
+}
+
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 __global__ void __launch_bounds__(128 * (1 + dense_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>()), 1)
     dense_logits_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ LogitsOutput out) {
   constexpr int kWgs = dense_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>();
-  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, kWgs>;
+  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, kWgs, kScorerStages,
+                           dense_alternate256<kFormat, kHeads, kRows, kAccuracy>()>;
   extern __shared__ uint8_t smem_raw[];
   auto& sm = carve<typename Core::Smem>(smem_raw);
   const int64_t cta = blockIdx.x;

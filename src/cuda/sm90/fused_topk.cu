@@ -150,7 +150,20 @@ struct FusedParams {
 constexpr uint32_t kGuessHeld = 2;  // the guess was used and at least K keys were >= it
 constexpr uint32_t kRepair = 1;     // the guess was above the K-th key: scored again without it
 
-constexpr uint32_t step_puts(int heads, int rows) { return uint32_t(cuda::fused_step_puts(heads, rows)); }
+// Groups of N = 256 on alternate tiles, as the dense operator's (PagedScorer's kAlternate256:
+// mxfp4, and fp8 in kReduced): both warpgroups score every row, so a step is a pair of tiles,
+// the votes and compactions take all 256 consumer threads, and there is no sampled start.
+// Experiment knob FI_FUSED_N256_ALTERNATE (default 0: shared tiles, rows owned per warpgroup).
+#ifndef FI_FUSED_N256_ALTERNATE
+#define FI_FUSED_N256_ALTERNATE 0
+#endif
+constexpr bool fused_alternate256(CacheFormat format, ScoreAccuracy accuracy, int heads, int rows) {
+  return FI_FUSED_N256_ALTERNATE != 0 && heads * rows == 256 &&
+         (format == CacheFormat::kMxfp4 || accuracy == ScoreAccuracy::kReduced);
+}
+constexpr uint32_t step_puts(int heads, int rows, bool alternate) {
+  return uint32_t(cuda::fused_step_puts(heads, rows, alternate));
+}
 
 template <int kRows, uint32_t kStepPuts, bool kOwnRows>
 struct SelectSink {
@@ -375,7 +388,8 @@ __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, Smem& sm,
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 __global__ void __launch_bounds__(kScorerThreads, 1)
     fused_topk_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ FusedParams f) {
-  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy>;
+  constexpr bool kAlternate = fused_alternate256(kFormat, kAccuracy, kHeads, kRows);
+  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, 2, kScorerStages, kAlternate>;
   using Layout = FusedLayout<typename Core::Smem, kRows>;
   extern __shared__ uint8_t smem_raw[];
   auto& sm = carve<typename Core::Smem>(smem_raw);
@@ -410,7 +424,7 @@ __global__ void __launch_bounds__(kScorerThreads, 1)
   } else {
     if constexpr (Core::kSplitRegs) ptx::regs_alloc<kConsumerRegs>();
     const int t = threadIdx.x - 128;
-    SelectSink<kRows, step_puts(kHeads, kRows), Core::kShareTiles> sink{
+    SelectSink<kRows, step_puts(kHeads, kRows, kAlternate), Core::kShareTiles> sink{
         st, keys, f.cap, f.k, uint32_t(f.vote_every - 1), f.vote_limit};
     const long long t0 = sink.clock.now();
     Core::consume(sm, wg - 1, sink);
@@ -446,8 +460,10 @@ int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_
   });
 }
 
-int32_t fused_topk_min_capacity(int32_t k, int32_t heads, int32_t rows_per_group) {
-  return cuda::fused_min_capacity(k, cuda::fused_step_puts(heads, rows_per_group));
+int32_t fused_topk_min_capacity(int32_t k, CacheFormat format, ScoreAccuracy accuracy, int32_t heads,
+                                int32_t rows_per_group) {
+  const bool alternate = fused_alternate256(format, accuracy, heads, rows_per_group);
+  return cuda::fused_min_capacity(k, cuda::fused_step_puts(heads, rows_per_group, alternate));
 }
 
 bool fused_topk_profile(unsigned long long (&out)[kFusedProfileSlots], bool reset) {
@@ -476,9 +492,11 @@ bool fused_barrier_phase_errors(uint32_t* errors, bool reset) {
 }
 
 namespace {
-// The sampled start needs N = 256 (steps of one tile) and one split (fused_sample_tiles).
+// The sampled start needs N = 256 on shared tiles (steps of one tile) and one split
+// (fused_sample_tiles).
 bool samples(const IndexerProblem& p, const cuda::ScorerPlan& plan) {
-  return int64_t(p.queries.num_heads) * plan.rows_per_group == 256;
+  return int64_t(p.queries.num_heads) * plan.rows_per_group == 256 &&
+         !fused_alternate256(p.cache.format, p.accuracy, p.queries.num_heads, plan.rows_per_group);
 }
 size_t repair_flags_bytes(const IndexerProblem& p) { return size_t(p.rows.rows()) * sizeof(uint32_t); }
 }  // namespace
@@ -497,14 +515,16 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   if (fused_staged_applies(p, args.staged, args.smem_limit))
     return fused_staged_topk(p, args.out, args.staged, args.workspace, stream);
   const ScorerArgs a = scorer_args(p, args.plan);
-  const int32_t step = cuda::fused_step_puts(p.queries.num_heads, args.plan.rows_per_group);
+  const int32_t step = cuda::fused_step_puts(
+      p.queries.num_heads, args.plan.rows_per_group,
+      fused_alternate256(p.cache.format, p.accuracy, p.queries.num_heads, args.plan.rows_per_group));
   FusedParams f;
   f.out = args.out;
   f.k = p.k;
   f.cap = fused_topk_capacity(p.cache.format, p.queries.num_heads, args.plan.rows_per_group, args.smem_limit);
   f.by_rank = p.order == OutputOrder::kRank;
   f.ws = args.plan.splits > 1 ? SplitCandidates::in(args.workspace, rows, args.plan.splits, p.k) : SplitCandidates{};
-  if (f.cap < fused_topk_min_capacity(p.k, p.queries.num_heads, args.plan.rows_per_group))
+  if (f.cap < fused_topk_min_capacity(p.k, p.cache.format, p.accuracy, p.queries.num_heads, args.plan.rows_per_group))
     return cudaErrorInvalidConfiguration;
   f.vote_every = cuda::fused_vote_interval(f.cap, f.k, step, FI_FUSED_MAX_VOTE_EVERY);
   f.vote_limit = uint32_t(cuda::fused_vote_limit(f.cap, step, f.vote_every));

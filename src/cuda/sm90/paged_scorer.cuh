@@ -52,7 +52,10 @@
 //   for the async proxy (fp8: each consumer fences after the full barrier); register-key
 //   mxfp4: raw tiles by cp.async into a 16-stage ring, nothing else; warpgroups 1 and 2
 //   consume: with N = 256 both read every tile (128 columns each, so a key tile from L2
-//   serves 256 columns); with N <= 128 they take alternate tiles. The dense kernel's
+//   serves 256 columns), or, kAlternate256 (the dense operator's groups of N = 256 outside
+//   the FP16 chain), alternate tiles with all 256 columns each (one m64n256 chain, one
+//   warpgroup's epilogue under the other's MMAs; its rare fp32 paths 64 columns at a time);
+//   with N <= 128 they take alternate tiles. The dense kernel's
 //   register-key groups of N <= 64 and fp8 groups of N = 128 in the default mode (its
 //   prefill groups) run a third consumer warpgroup (512 threads, every third tile;
 //   dense_logits.cu); so do the fused decode clusters' groups of N <= 64 of
@@ -284,13 +287,20 @@ __device__ Smem& carve(uint8_t* raw) {
 // kConsumerWgs: consumer warpgroups (2; 3 for groups of N <= 64 on the register-key path and
 // N <= 128 on the fp8 path: dense_logits.cu's register-key groups, fused_staged.cu; the
 // lockstep sink of fused_topk.cu needs 2).
+// kAlternate256: groups of N = 256 take alternate tiles, each consumer warpgroup all 256
+// columns (one m64n256 chain: half the MMA instructions and key-tile reads per tile, and one
+// warpgroup's epilogue runs under the other's MMAs) instead of both on every tile, 128
+// columns each; a lockstep sink's step is then a pair of tiles. Not for the FP16 chain (fp8,
+// default mode).
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy, int kConsumerWgs = 2,
-          int kRing = kScorerStages>
+          int kRing = kScorerStages, bool kAlternate256 = false>
 struct PagedScorer {
   static constexpr int kN = kHeads * kRows;
   static constexpr bool kMx = kFormat == CacheFormat::kMxfp4;
   static constexpr Fp8Kind kKind = kMx ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
-  static constexpr bool kShareTiles = kN == 256;             // both consumers on every tile
+  static_assert(!kAlternate256 || (kN == 256 && kConsumerWgs == 2 && (kMx || kAccuracy == ScoreAccuracy::kReduced)),
+                "alternate tiles of 256 columns: groups of N = 256 without the FP16 chain");
+  static constexpr bool kShareTiles = kN == 256 && !kAlternate256;  // both consumers on every tile
   static constexpr int kNw = kShareTiles ? kN / 2 : kN;      // columns per consumer warpgroup
   static constexpr int kRowsW = kNw / kHeads;                // rows per consumer warpgroup
   static constexpr uint32_t kEmptyArrivals = kShareTiles ? 256 : 128;
@@ -650,28 +660,44 @@ struct PagedScorer {
   }
 
   // ---------------------------------------------------------------- consumers
-  // This thread's weights: columns col0 + 8 b + 2 (lane % 4) + {0, 1}, b < kNw / 8.
-  __device__ static void load_weights(const Smem& sm, int col0, float2 (&w)[kNw / 8]) {
-    const float2* w2 = reinterpret_cast<const float2*>(sm.w + col0);
+  // This thread's weights: columns col0 + 8 b + 2 (lane % 4) + {0, 1}, b < kNw / 8; in
+  // registers, or (256 columns: 64 registers beside 128 accumulators) read from shared
+  // memory at each use.
+  struct Weights {
+    static constexpr bool kHeld = kNw < 256;
+    float2 held[kHeld ? kNw / 8 : 1];
+    const float2* w2;
+    __device__ Weights(const Smem& sm, int col0)
+        : w2(reinterpret_cast<const float2*>(sm.w + col0) + (threadIdx.x & 3)) {
 #pragma unroll
-    for (int b = 0; b < kNw / 8; ++b) w[b] = w2[4 * b + (threadIdx.x & 3)];
-  }
+      for (int b = 0; b < (kHeld ? kNw / 8 : 0); ++b) held[b] = w2[4 * b];
+    }
+    __device__ float2 operator[](int b) const {
+      if constexpr (kHeld) {
+        return held[b];
+      } else {
+        return w2[4 * b];
+      }
+    }
+  };
 
   // Adds this thread's share of the head sums of its two positions over its warpgroup's
   // columns, in column order. kSigned (fp8 keys with a negative scale c, rare):
   // relu(c x) = c min(x, 0).
-  template <bool kSigned>
-  __device__ static void add_head_sums(const float (&acc)[kNw / 2], const float2 (&wr)[kNw / 8], bool neg0,
-                                       bool neg1, float (&s)[kRowsW][2]) {
+  // kB0, kE: accumulators of kE / 4 column blocks from block kB0 on (a half of the columns,
+  // kAlternate256's rare paths); by default all of them.
+  template <bool kSigned, int kB0 = 0, int kE = kNw / 2>
+  __device__ static void add_head_sums(const float (&acc)[kE], const Weights& wr, bool neg0, bool neg1,
+                                       float (&s)[kRowsW][2]) {
     auto relu = [](float v, bool neg) { return kSigned && neg ? ptx::min_nan(v, 0.0f) : ptx::max_nan(v, 0.0f); };
 #pragma unroll
-    for (int b = 0; b < kNw / 8; ++b) {
-      const int r = (b * 8) / kHeads;
+    for (int e = 0; e < kE / 4; ++e) {
+      const int b = kB0 + e, r = (b * 8) / kHeads;
       const float2 w = wr[b];
-      s[r][0] = fmaf(w.x, relu(acc[4 * b], neg0), s[r][0]);
-      s[r][0] = fmaf(w.y, relu(acc[4 * b + 1], neg0), s[r][0]);
-      s[r][1] = fmaf(w.x, relu(acc[4 * b + 2], neg1), s[r][1]);
-      s[r][1] = fmaf(w.y, relu(acc[4 * b + 3], neg1), s[r][1]);
+      s[r][0] = fmaf(w.x, relu(acc[4 * e], neg0), s[r][0]);
+      s[r][0] = fmaf(w.y, relu(acc[4 * e + 1], neg0), s[r][0]);
+      s[r][1] = fmaf(w.x, relu(acc[4 * e + 2], neg1), s[r][1]);
+      s[r][1] = fmaf(w.y, relu(acc[4 * e + 3], neg1), s[r][1]);
     }
   }
 
@@ -680,8 +706,8 @@ struct PagedScorer {
   // products), so in kFp32 mode each k32 step starts from zero and the four partial
   // products are added in fp32 on the CUDA cores: the error stays relative to each k32
   // partial. kReduced: one chain of four steps (2e-3 * M).
-  __device__ static void mma_tile(float (&acc)[kNw / 2], float (&part)[kNw / 2], uint64_t desc_k,
-                                  uint64_t desc_q) {
+  template <int kE>  // 2 kE columns: kNw, or half of them (kAlternate256's rare path)
+  __device__ static void mma_tile(float (&acc)[kE], float (&part)[kE], uint64_t desc_k, uint64_t desc_q) {
     if constexpr (FI_SCORER_MMA == 0) {
       ptx::fence_registers(acc);  // opaque values: the epilogue is not folded away
       return;
@@ -690,7 +716,7 @@ struct PagedScorer {
       ptx::fence_registers(acc);
       ptx::wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) Wgmma<kNw, kKind>::mma(acc, desc_k + 2 * kk, desc_q + 2 * kk, kk);
+      for (int kk = 0; kk < 4; ++kk) Wgmma<2 * kE, kKind>::mma(acc, desc_k + 2 * kk, desc_q + 2 * kk, kk);
       ptx::wgmma_commit();
       ptx::wgmma_wait<0>();
       ptx::fence_registers(acc);
@@ -699,8 +725,8 @@ struct PagedScorer {
     ptx::fence_registers(acc);
     ptx::fence_registers(part);
     ptx::wgmma_fence();
-    Wgmma<kNw, kKind>::mma(acc, desc_k, desc_q, 0);
-    Wgmma<kNw, kKind>::mma(part, desc_k + 2, desc_q + 2, 0);
+    Wgmma<2 * kE, kKind>::mma(acc, desc_k, desc_q, 0);
+    Wgmma<2 * kE, kKind>::mma(part, desc_k + 2, desc_q + 2, 0);
     ptx::wgmma_commit();
     ptx::wgmma_wait<0>();
     ptx::fence_registers(acc);
@@ -708,16 +734,16 @@ struct PagedScorer {
 #pragma unroll
     for (int kk = 2; kk < 4; ++kk) {
 #pragma unroll
-      for (int i = 0; i < kNw / 2; ++i) acc[i] += part[i];
+      for (int i = 0; i < kE; ++i) acc[i] += part[i];
       ptx::fence_registers(part);
       ptx::wgmma_fence();
-      Wgmma<kNw, kKind>::mma(part, desc_k + 2 * kk, desc_q + 2 * kk, 0);
+      Wgmma<2 * kE, kKind>::mma(part, desc_k + 2 * kk, desc_q + 2 * kk, 0);
       ptx::wgmma_commit();
       ptx::wgmma_wait<0>();
       ptx::fence_registers(part);
     }
 #pragma unroll
-    for (int i = 0; i < kNw / 2; ++i) acc[i] += part[i];
+    for (int i = 0; i < kE; ++i) acc[i] += part[i];
   }
 
   // Integer path: iacc[64 x kNw] = K_tile * Q_cols^T over D = 128, exact: four s8 k32
@@ -757,33 +783,58 @@ struct PagedScorer {
     const int e = emax - emin > int(kS8MaxShift) ? int((word >> (8 * b)) & 0xFF) : emin;
     return __int_as_float(max(e - emax + 127, 0) << 23);
   }
-  __device__ static void mma_tile_s8_blocks(float (&acc)[kNw / 2], uint64_t desc_k, uint64_t desc_q, uint32_t word0,
-                                            uint32_t word1) {
-    constexpr int kHalf = kNw / 2;  // columns per MMA; element i of half h is element h kHalf / 2 + i
+  // Columns [c0, c0 + kCols) of a flagged tile: acc[i] is element c0 / 2 + i of the whole
+  // tile's accumulators.
+  template <int kCols>
+  __device__ static void mma_tile_s8_blocks_cols(float (&acc)[kCols / 2], int c0, uint64_t desc_k, uint64_t desc_q,
+                                                 uint32_t word0, uint32_t word1) {
+    const uint64_t desc_qc = desc_q + uint64_t(c0 * 128 / 16);  // c0 query rows of 128 bytes further
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint64_t desc_qh = desc_q + uint64_t(h * kHalf * 128 / 16);  // kHalf query rows of 128 bytes further
+    for (int b = 0; b < 4; ++b) {
+      int32_t part[kCols / 2];
+      ptx::wgmma_fence();
+      WgmmaS8<kCols>::first(part, desc_k + 2 * b, desc_qc + 2 * b);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_registers(part);
+      const float f0 = s8_block_factor(word0, b), f1 = s8_block_factor(word1, b);
 #pragma unroll
-      for (int b = 0; b < 4; ++b) {
-        int32_t part[kHalf / 2];
-        ptx::wgmma_fence();
-        WgmmaS8<kHalf>::first(part, desc_k + 2 * b, desc_qh + 2 * b);
-        ptx::wgmma_commit();
-        ptx::wgmma_wait<0>();
-        ptx::fence_registers(part);
-        const float f0 = s8_block_factor(word0, b), f1 = s8_block_factor(word1, b);
-#pragma unroll
-        for (int i = 0; i < kHalf / 2; ++i) {
-          const float v = float(part[i]) * ((i & 2) ? f1 : f0);  // element i: position m0 + 8 ((i / 2) % 2)
-          float& a = acc[h * kHalf / 2 + i];
-          a = b == 0 ? v : a + v;
-        }
+      for (int i = 0; i < kCols / 2; ++i) {
+        const float v = float(part[i]) * ((i & 2) ? f1 : f0);  // element i: position m0 + 8 ((i / 2) % 2)
+        acc[i] = b == 0 ? v : acc[i] + v;
       }
     }
   }
+  __device__ static void mma_tile_s8_blocks(float (&acc)[kNw / 2], uint64_t desc_k, uint64_t desc_q, uint32_t word0,
+                                            uint32_t word1) {
+    constexpr int kHalf = kNw / 2;  // columns per MMA
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      mma_tile_s8_blocks_cols<kHalf>(*reinterpret_cast<float(*)[kHalf / 2]>(&acc[h * kHalf / 2]), h * kHalf, desc_k,
+                                     desc_q, word0, word1);
+  }
+
+  // kAlternate256's rare fp32 paths (a flagged tile of the integer path; the E5M2 partials
+  // of a group with a wide query head) score 64 columns at a time into s: with the whole
+  // tile's accumulators and partials at once ptxas runs out of registers beside the integer
+  // chain's 128 and serialises every WGMMA of the kernel. The same bits: a row's columns
+  // lie in one slice (H = 64) or two in order (H = 32), each added in column order.
+  template <bool kS8Blocks, int kQ = 0>
+  __device__ static void score_slices(const Weights& wr, float (&s)[kRowsW][2], uint64_t desc_k, uint64_t desc_q,
+                                      uint32_t word0, uint32_t word1) {
+    float a[32];
+    if constexpr (kS8Blocks) {
+      mma_tile_s8_blocks_cols<64>(a, 64 * kQ, desc_k, desc_q, word0, word1);
+    } else {
+      float p[32];
+      mma_tile(a, p, desc_k, desc_q + uint64_t(64 * kQ * 128 / 16));
+    }
+    add_head_sums<false, 8 * kQ, 32>(a, wr, false, false, s);
+    if constexpr (kQ + 1 < kNw / 64) score_slices<kS8Blocks, kQ + 1>(wr, s, desc_k, desc_q, word0, word1);
+  }
 
   // add_head_sums<false> over the integer chain's accumulators.
-  __device__ static void add_head_sums_s8(const int32_t (&iacc)[kNw / 2], const float2 (&wr)[kNw / 8],
+  __device__ static void add_head_sums_s8(const int32_t (&iacc)[kNw / 2], const Weights& wr,
                                           float (&s)[kRowsW][2]) {
 #pragma unroll
     for (int b = 0; b < kNw / 8; ++b) {
@@ -989,7 +1040,8 @@ struct PagedScorer {
   }
 
   // Warpgroups 1, 2 (cw = 0, 1). N = 256: both take every tile, each its half of the
-  // columns (kNw = 128, whole rows). N <= 128: they take alternate tiles, all columns.
+  // columns (kNw = 128, whole rows), unless kAlternate256. N <= 128 (or kAlternate256):
+  // they take alternate tiles, all columns.
   // sink.put(r, row, position, score) for every in-window position of the tile's pass;
   // lockstep sinks: sink.step(sm, t) before each step (see the file comment). Row windows,
   // the pass and the NaN flags live in registers: the loop reads only the key scales.
@@ -1051,8 +1103,7 @@ struct PagedScorer {
     for (int i = 0; i < (kUseS8 ? 0 : kNw / 2); ++i) acc[i] = 0.0f;
 #pragma unroll
     for (int i = 0; i < kPart; ++i) part[i] = 0.0f;
-    float2 wr[kNw / 8];
-    load_weights(sm, col0, wr);
+    const Weights wr(sm, col0);
     PassCursor pass(sm);
     // Lockstep sinks count their steps by the loop index j; the fp8 lockstep loop takes its
     // tile count as a known-uniform value, so the vote check is a uniform branch (V4 fused
@@ -1112,10 +1163,18 @@ struct PagedScorer {
           release();
           add_head_sums_s8(iacc, wr, s);
           summed = true;
+        } else if constexpr (kAlternate256) {
+          score_slices<true>(wr, s, desc_k, desc_q, word0, word1);
+          release();
+          summed = true;
         } else {
           mma_tile_s8_blocks(acc, desc_k, desc_q, word0, word1);
           release();
         }
+      } else if constexpr (kAlternate256 && kPart > 0) {  // the E5M2 partials (mxfp4, kFp32)
+        score_slices<false>(wr, s, desc_k, desc_q, 0u, 0u);
+        release();
+        summed = true;
       } else {
         if constexpr (kRegKeys) {  // arrives on the empty barrier itself, before its MMAs
           mma_tile_reg(acc, sm.k[stage], reinterpret_cast<const uint32_t*>(sm.kscale[stage]), m0, desc_q,
