@@ -215,6 +215,28 @@ TEST(Heuristics, FusedStepPutsFollowTheTileSharing) {
   EXPECT_EQ(fused_step_puts(32, 1), 128);
 }
 
+// The sampled start on alternate tiles (fused_topk.cu, FI_FUSED_N256_ALTERNATE=2) takes
+// 2 x fused_sample_tiles(cap, K, 128, every) tiles: a whole number of vote intervals of
+// pairs of tiles, whose appends (64 per tile and row) stay within the vote limit, so the
+// sample phase never compacts, and an even count (the guess comes at a step boundary).
+TEST(Heuristics, SampledPairsStayWithinTheVoteLimit) {
+  using namespace flashindexer::cuda;
+  for (const int32_t k : {512, 1024, 2048})
+    for (int32_t cap = fused_min_capacity(k, 128); cap < 6000; cap += 53) {
+      const int32_t every = fused_vote_interval(cap, k, 128);
+      const int32_t steps = fused_sample_tiles(cap, k, 128, every);
+      const int64_t tiles = 2 * int64_t(steps);
+      ASSERT_EQ(steps % every, 0) << "k " << k << " cap " << cap;
+      ASSERT_LE(tiles * 64, fused_vote_limit(cap, 128, every)) << "k " << k << " cap " << cap;
+      ASSERT_EQ(tiles % 2, 0);
+    }
+  // mxfp4 prefill on the H200 (cap 2,330, K = 512): votes every 4 steps, 2 x 12 = 24 sample
+  // tiles, as many as shared tiles take (24 steps of one tile, votes every 8).
+  EXPECT_EQ(fused_vote_interval(2330, 512, 128), 4);
+  EXPECT_EQ(fused_sample_tiles(2330, 512, 128, 4), 12);
+  EXPECT_EQ(fused_sample_tiles(2330, 512, 64, fused_vote_interval(2330, 512, 64)), 24);
+}
+
 // The fused operator's vote interval: a power of two that keeps appends in bounds
 // (cap >= K + every x step: one interval of room above the vote limit) whenever the
 // capacity meets the minimum, and prefers the longest interval that leaves as much room free

@@ -153,7 +153,9 @@ constexpr uint32_t kRepair = 1;     // the guess was above the K-th key: scored 
 // Groups of N = 256 on alternate tiles, as the dense operator's (PagedScorer's kAlternate256:
 // mxfp4, and fp8 in kReduced): both warpgroups score every row, so a step is a pair of tiles,
 // the votes and compactions take all 256 consumer threads, and there is no sampled start.
-// Experiment knob FI_FUSED_N256_ALTERNATE (default 0: shared tiles, rows owned per warpgroup).
+// Experiment knob FI_FUSED_N256_ALTERNATE (default 0: shared tiles, rows owned per warpgroup;
+// 1: alternate tiles in the plain order; 2: alternate tiles after a sampled start, the guess
+// taken by all 256 consumer threads).
 #ifndef FI_FUSED_N256_ALTERNATE
 #define FI_FUSED_N256_ALTERNATE 0
 #endif
@@ -161,11 +163,14 @@ constexpr bool fused_alternate256(CacheFormat format, ScoreAccuracy accuracy, in
   return FI_FUSED_N256_ALTERNATE != 0 && heads * rows == 256 &&
          (format == CacheFormat::kMxfp4 || accuracy == ScoreAccuracy::kReduced);
 }
+constexpr bool fused_sampled_pairs() { return FI_FUSED_N256_ALTERNATE == 2; }
 constexpr uint32_t step_puts(int heads, int rows, bool alternate) {
   return uint32_t(cuda::fused_step_puts(heads, rows, alternate));
 }
 
-template <int kRows, uint32_t kStepPuts, bool kOwnRows>
+// kSampled: the tile order may start with a sample, whose guess comes at the step where the
+// sample ends (with kOwnRows a step is one tile, otherwise a pair).
+template <int kRows, uint32_t kStepPuts, bool kOwnRows, bool kSampled = kOwnRows>
 struct SelectSink {
   static constexpr bool kLockstep = true;
   SelectState<kRows>& st;
@@ -180,23 +185,32 @@ struct SelectSink {
   // keys keeps its m best (m = guess_rank) and takes the m-th as tau. The sample phase
   // appends every score (tau = 0) and never compacts (max_sample x kStepPuts <= the vote
   // limit), so count[r] is the row's sample size. Warpgroup-wide (N = 256, own rows).
+  // Without kOwnRows: all rows, by all 256 consumer threads.
   template <class Smem>
   __device__ void guess(Smem& sm, int t) {
-    constexpr int kMine = kRows / 2;
-    const int cw = t >> 7, tw = t & 127, r0 = cw * kMine;
-    WgSync::sync();  // the sample's appends are settled
-    for (int r = r0; r < r0 + kMine; ++r) {
+    if constexpr (kOwnRows) {
+      const int cw = t >> 7;
+      WgSync::sync();  // the sample's appends are settled
+      guess_rows<WgSelect>(sm, st.select.wg[cw], cw * (kRows / 2), kRows / 2, t & 127);
+    } else {
+      ConsumerSync::sync();
+      guess_rows<Select>(sm, st.select.all, 0, kRows, t);
+    }
+  }
+  template <class Sel, class Smem>
+  __device__ void guess_rows(Smem& sm, typename Sel::Storage& s, int r0, int rows, int tid) {
+    for (int r = r0; r < r0 + rows; ++r) {
       const GroupRow& gr = sm.rows[r];
       const uint32_t n = st.count[r];
       const int32_t m = guess_rank(k, n, int64_t(gr.end) - gr.start);
       if (m <= 0) continue;
       uint64_t* kr = keys + size_t(r) * cap;
-      const uint64_t g = WgSelect::kth(st.select.wg[cw], kr, n, uint32_t(m), tw);
-      if (tw == 0) {
+      const uint64_t g = Sel::kth(s, kr, n, uint32_t(m), tid);
+      if (tid == 0) {
         st.tau[r] = g;
         st.guessed[r] = 1;
       }
-      WgSelect::compact(kr, n, g, &st.count[r], tw);
+      Sel::compact(kr, n, g, &st.count[r], tid);
     }
   }
 
@@ -242,6 +256,13 @@ struct SelectSink {
           if ((over >> r) & 1) compact<WgSelect>(st.select.wg[cw], r0 + r, tw, keep_at_most(limit));
       }
     } else {
+      if constexpr (kSampled) {
+        if (2 * step_index == uint32_t(sm.order.sample) && sm.order.sample > 0) {  // a step: two sample tiles
+          guess(sm, t);
+          clock.add(kProfileVotes, clock.now() - t0);
+          return;
+        }
+      }
       if (ConsumerSync::any(full)) {
         const uint32_t over = rows_over_limit<kRows>(0);
         ConsumerSync::sync();
@@ -389,7 +410,7 @@ template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 __global__ void __launch_bounds__(kScorerThreads, 1)
     fused_topk_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ FusedParams f) {
   constexpr bool kAlternate = fused_alternate256(kFormat, kAccuracy, kHeads, kRows);
-  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, 2, kScorerStages, kAlternate>;
+  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, 2, kScorerStages, kAlternate, fused_sampled_pairs()>;
   using Layout = FusedLayout<typename Core::Smem, kRows>;
   extern __shared__ uint8_t smem_raw[];
   auto& sm = carve<typename Core::Smem>(smem_raw);
@@ -424,7 +445,7 @@ __global__ void __launch_bounds__(kScorerThreads, 1)
   } else {
     if constexpr (Core::kSplitRegs) ptx::regs_alloc<kConsumerRegs>();
     const int t = threadIdx.x - 128;
-    SelectSink<kRows, step_puts(kHeads, kRows, kAlternate), Core::kShareTiles> sink{
+    SelectSink<kRows, step_puts(kHeads, kRows, kAlternate), Core::kShareTiles, Core::kSampledOrder> sink{
         st, keys, f.cap, f.k, uint32_t(f.vote_every - 1), f.vote_limit};
     const long long t0 = sink.clock.now();
     Core::consume(sm, wg - 1, sink);
@@ -496,7 +517,8 @@ namespace {
 // (fused_sample_tiles).
 bool samples(const IndexerProblem& p, const cuda::ScorerPlan& plan) {
   return int64_t(p.queries.num_heads) * plan.rows_per_group == 256 &&
-         !fused_alternate256(p.cache.format, p.accuracy, p.queries.num_heads, plan.rows_per_group);
+         (fused_sampled_pairs() ||
+          !fused_alternate256(p.cache.format, p.accuracy, p.queries.num_heads, plan.rows_per_group));
 }
 size_t repair_flags_bytes(const IndexerProblem& p) { return size_t(p.rows.rows()) * sizeof(uint32_t); }
 }  // namespace
@@ -515,9 +537,9 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   if (fused_staged_applies(p, args.staged, args.smem_limit))
     return fused_staged_topk(p, args.out, args.staged, args.workspace, stream);
   const ScorerArgs a = scorer_args(p, args.plan);
-  const int32_t step = cuda::fused_step_puts(
-      p.queries.num_heads, args.plan.rows_per_group,
-      fused_alternate256(p.cache.format, p.accuracy, p.queries.num_heads, args.plan.rows_per_group));
+  const bool alternate =
+      fused_alternate256(p.cache.format, p.accuracy, p.queries.num_heads, args.plan.rows_per_group);
+  const int32_t step = cuda::fused_step_puts(p.queries.num_heads, args.plan.rows_per_group, alternate);
   FusedParams f;
   f.out = args.out;
   f.k = p.k;
@@ -529,7 +551,8 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   f.vote_every = cuda::fused_vote_interval(f.cap, f.k, step, FI_FUSED_MAX_VOTE_EVERY);
   f.vote_limit = uint32_t(cuda::fused_vote_limit(f.cap, step, f.vote_every));
   const bool sampled = FI_FUSED_SAMPLE && args.plan.splits == 1 && samples(p, args.plan);
-  f.max_sample = sampled ? cuda::fused_sample_tiles(f.cap, f.k, step, f.vote_every) : 0;
+  // fused_sample_tiles counts steps: a pair of tiles each on alternate tiles.
+  f.max_sample = sampled ? cuda::fused_sample_tiles(f.cap, f.k, step, f.vote_every) * (alternate ? 2 : 1) : 0;
   f.repair = f.max_sample > 0 ? static_cast<uint32_t*>(args.workspace) : nullptr;
   f.repair_launch = false;
   auto run = [&](const FusedParams& fp) {

@@ -291,9 +291,10 @@ __device__ Smem& carve(uint8_t* raw) {
 // columns (one m64n256 chain: half the MMA instructions and key-tile reads per tile, and one
 // warpgroup's epilogue runs under the other's MMAs) instead of both on every tile, 128
 // columns each; a lockstep sink's step is then a pair of tiles. Not for the FP16 chain (fp8,
-// default mode).
+// default mode). kSampledPairs (with kAlternate256): the tile order may start with a sample
+// (sampled_start.h), as shared tiles' may.
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy, int kConsumerWgs = 2,
-          int kRing = kScorerStages, bool kAlternate256 = false>
+          int kRing = kScorerStages, bool kAlternate256 = false, bool kSampledPairs = false>
 struct PagedScorer {
   static constexpr int kN = kHeads * kRows;
   static constexpr bool kMx = kFormat == CacheFormat::kMxfp4;
@@ -301,6 +302,7 @@ struct PagedScorer {
   static_assert(!kAlternate256 || (kN == 256 && kConsumerWgs == 2 && (kMx || kAccuracy == ScoreAccuracy::kReduced)),
                 "alternate tiles of 256 columns: groups of N = 256 without the FP16 chain");
   static constexpr bool kShareTiles = kN == 256 && !kAlternate256;  // both consumers on every tile
+  static constexpr bool kSampledOrder = kShareTiles || (kAlternate256 && kSampledPairs);  // sampled_start.h
   static constexpr int kNw = kShareTiles ? kN / 2 : kN;      // columns per consumer warpgroup
   static constexpr int kRowsW = kNw / kHeads;                // rows per consumer warpgroup
   static constexpr uint32_t kEmptyArrivals = kShareTiles ? 256 : 128;
@@ -366,7 +368,7 @@ struct PagedScorer {
     __syncthreads();
     if (tid == 0) {
       plan_score_passes<kRows>(sm.rows, c0, c1, sm.passes, &sm.num_passes, &sm.num_tiles);
-      sm.order = sm.num_passes == 1 && kShareTiles ? SampleOrder::plan(sm.num_tiles, max_sample) : SampleOrder{};
+      sm.order = sm.num_passes == 1 && kSampledOrder ? SampleOrder::plan(sm.num_tiles, max_sample) : SampleOrder{};
     }
     load_queries(a, sm);
     ptx::fence_proxy_async_smem();
@@ -472,7 +474,7 @@ struct PagedScorer {
   // ---------------------------------------------------------------- tiles
   // The tile of step i: sampled orders exist only where a tile is shared by both consumer
   // warpgroups (N = 256: the fused sink's sampled start); other groups stream in order.
-  __device__ static int tile_at(const SampleOrder& order, int i) { return kShareTiles ? order.tile(i) : i; }
+  __device__ static int tile_at(const SampleOrder& order, int i) { return kSampledOrder ? order.tile(i) : i; }
 
   // Tile i of the CTA's sequence (i = tile_at(sm.order, step)): its pass, and the first
   // position it covers.
