@@ -34,9 +34,10 @@
 //   (H200, H = 64, R = 4: fp8 2,746, mxfp4 2,330).
 // Decode rows take fused_staged.cu instead where its plan applies (a cluster per row segment;
 //   speculative rows while B x context <= 4M positions; the dispatch is in fused_topk()).
-// Measured (docs/perf.md, session 25): bit-identical to dense + TopK everywhere; prefill
-//   1.02-1.03x at K <= 1024, 0.85-0.87x at K = 2048 (V3.2), 0.73x at H = 32 (GLM-5, groups
-//   of 4: docs/design.md, "Next").
+// Measured (docs/perf.md, sessions 25-26): bit-identical to dense + TopK everywhere; prefill
+//   0.90x at V4-Pro 8,192 x 65,536 since the dense operator's alternate tiles (1.02-1.03x at
+//   K <= 1024 before), 0.85-0.87x at K = 2048 (V3.2), 0.73x at H = 32 (GLM-5, groups of 4:
+//   docs/design.md, "Next").
 #include "../../core/rank_key.h"
 #include "bitmap_order.cuh"
 #include "bitonic_sort.cuh"
