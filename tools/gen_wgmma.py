@@ -49,14 +49,14 @@ def preamble(w, about):
         w(line)
 
 
-def register_a_wrappers(w, name, shape_types, trans_b):
-    """template <int N> struct `name` for N in 32, 64, 128: A (four registers) from registers,
+def register_a_wrappers(w, name, shape_types, trans_b, ns=(32, 64, 128)):
+    """template <int N> struct `name` for N in ns: A (four registers) from registers,
     B from a descriptor; `shape_types` follows m64n{N} in the instruction (k, accumulator and
     operand types), `trans_b` is appended to the scale immediates (f16: the B transpose)."""
     w("template <int N>")
     w(f"struct {name};")
     w("")
-    for n in (32, 64, 128):
+    for n in ns:
         regs = n // 2
         wrapper(w, f"template <>\nstruct {name}<{n}> {{",
                 f"float (&d)[{regs}], const uint32_t (&a)[4], uint64_t desc_b, int scale_d",
@@ -98,7 +98,7 @@ def f16(w):
                  "A fragment of warp w, lane l (g = l / 4, t = l % 4): a[0] = row 16w+g, k 2t..2t+1;",
                  "a[1] = row 16w+g+8, same k; a[2] = row 16w+g, k 8+2t..9+2t; a[3] = row 16w+g+8, same k."])
     w("// acc[N / 2] = (scale_d ? acc : 0) + A[64 x 16] * B[N x 16]^T")
-    register_a_wrappers(w, "WgmmaF16Rs", "k16.f32.f16.f16", ", 0")
+    register_a_wrappers(w, "WgmmaF16Rs", "k16.f32.f16.f16", ", 0", (32, 64, 128, 256))
     w("}  // namespace flashindexer::sm90")
 
 

@@ -151,18 +151,18 @@ struct FusedParams {
 constexpr uint32_t kGuessHeld = 2;  // the guess was used and at least K keys were >= it
 constexpr uint32_t kRepair = 1;     // the guess was above the K-th key: scored again without it
 
-// Groups of N = 256 on alternate tiles, as the dense operator's (PagedScorer's kAlternate256:
-// mxfp4, and fp8 in kReduced): both warpgroups score every row, so a step is a pair of tiles,
-// the votes and compactions take all 256 consumer threads, and there is no sampled start.
+// Groups of N = 256 on alternate tiles (PagedScorer's kAlternate256), as the dense operator's
+// outside the FP16 chain (mxfp4, fp8 in kReduced), and here the FP16 chain too (the dense
+// operator scores that mode in pairs of rows: the same bits): both warpgroups score every row,
+// so a step is a pair of tiles and the votes and compactions take all 256 consumer threads.
 // Experiment knob FI_FUSED_N256_ALTERNATE (default 0: shared tiles, rows owned per warpgroup;
 // 1: alternate tiles in the plain order; 2: alternate tiles after a sampled start, the guess
 // taken by all 256 consumer threads).
 #ifndef FI_FUSED_N256_ALTERNATE
 #define FI_FUSED_N256_ALTERNATE 0
 #endif
-constexpr bool fused_alternate256(CacheFormat format, ScoreAccuracy accuracy, int heads, int rows) {
-  return FI_FUSED_N256_ALTERNATE != 0 && heads * rows == 256 &&
-         (format == CacheFormat::kMxfp4 || accuracy == ScoreAccuracy::kReduced);
+constexpr bool fused_alternate256(CacheFormat, ScoreAccuracy, int heads, int rows) {
+  return FI_FUSED_N256_ALTERNATE != 0 && heads * rows == 256;
 }
 constexpr bool fused_sampled_pairs() { return FI_FUSED_N256_ALTERNATE == 2; }
 constexpr uint32_t step_puts(int heads, int rows, bool alternate) {

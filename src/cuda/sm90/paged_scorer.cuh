@@ -290,17 +290,17 @@ __device__ Smem& carve(uint8_t* raw) {
 // kAlternate256: groups of N = 256 take alternate tiles, each consumer warpgroup all 256
 // columns (one m64n256 chain: half the MMA instructions and key-tile reads per tile, and one
 // warpgroup's epilogue runs under the other's MMAs) instead of both on every tile, 128
-// columns each; a lockstep sink's step is then a pair of tiles. Not for the FP16 chain (fp8,
-// default mode). kSampledPairs (with kAlternate256): the tile order may start with a sample
-// (sampled_start.h), as shared tiles' may.
+// columns each; a lockstep sink's step is then a pair of tiles. The FP16 chain (fp8, default
+// mode) takes it too: each warpgroup then converts only its own tiles' keys. kSampledPairs
+// (with kAlternate256): the tile order may start with a sample (sampled_start.h), as shared
+// tiles' may.
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy, int kConsumerWgs = 2,
           int kRing = kScorerStages, bool kAlternate256 = false, bool kSampledPairs = false>
 struct PagedScorer {
   static constexpr int kN = kHeads * kRows;
   static constexpr bool kMx = kFormat == CacheFormat::kMxfp4;
   static constexpr Fp8Kind kKind = kMx ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
-  static_assert(!kAlternate256 || (kN == 256 && kConsumerWgs == 2 && (kMx || kAccuracy == ScoreAccuracy::kReduced)),
-                "alternate tiles of 256 columns: groups of N = 256 without the FP16 chain");
+  static_assert(!kAlternate256 || (kN == 256 && kConsumerWgs == 2), "alternate tiles of 256 columns: groups of N = 256");
   static constexpr bool kShareTiles = kN == 256 && !kAlternate256;  // both consumers on every tile
   static constexpr bool kSampledOrder = kShareTiles || (kAlternate256 && kSampledPairs);  // sampled_start.h
   static constexpr int kNw = kShareTiles ? kN / 2 : kN;      // columns per consumer warpgroup
