@@ -53,7 +53,8 @@
 //   mxfp4: raw tiles by cp.async into a 16-stage ring, nothing else; warpgroups 1 and 2
 //   consume: with N = 256 both read every tile (128 columns each, so a key tile from L2
 //   serves 256 columns), or, kAlternate256 (the dense operator's groups of N = 256 outside
-//   the FP16 chain), alternate tiles with all 256 columns each (one m64n256 chain, one
+//   the FP16 chain; the fused operator's under FI_FUSED_N256_ALTERNATE), alternate tiles
+//   with all 256 columns each (one m64n256 chain, one
 //   warpgroup's epilogue under the other's MMAs; its rare fp32 paths 64 columns at a time);
 //   with N <= 128 they take alternate tiles. The dense kernel's
 //   register-key groups of N <= 64 and fp8 groups of N = 128 in the default mode (its
@@ -472,8 +473,9 @@ struct PagedScorer {
   }
 
   // ---------------------------------------------------------------- tiles
-  // The tile of step i: sampled orders exist only where a tile is shared by both consumer
-  // warpgroups (N = 256: the fused sink's sampled start); other groups stream in order.
+  // The tile of step i: sampled orders exist only in groups of N = 256 (the fused sink's
+  // sampled start), on shared tiles or, kSampledPairs, alternate ones; other groups stream in
+  // order.
   __device__ static int tile_at(const SampleOrder& order, int i) { return kSampledOrder ? order.tile(i) : i; }
 
   // Tile i of the CTA's sequence (i = tile_at(sm.order, step)): its pass, and the first
@@ -686,7 +688,7 @@ struct PagedScorer {
   // Adds this thread's share of the head sums of its two positions over its warpgroup's
   // columns, in column order. kSigned (fp8 keys with a negative scale c, rare):
   // relu(c x) = c min(x, 0).
-  // kB0, kE: accumulators of kE / 4 column blocks from block kB0 on (a half of the columns,
+  // kB0, kE: accumulators of kE / 4 column blocks from block kB0 on (a slice of the columns,
   // kAlternate256's rare paths); by default all of them.
   template <bool kSigned, int kB0 = 0, int kE = kNw / 2>
   __device__ static void add_head_sums(const float (&acc)[kE], const Weights& wr, bool neg0, bool neg1,
@@ -708,7 +710,7 @@ struct PagedScorer {
   // products), so in kFp32 mode each k32 step starts from zero and the four partial
   // products are added in fp32 on the CUDA cores: the error stays relative to each k32
   // partial. kReduced: one chain of four steps (2e-3 * M).
-  template <int kE>  // 2 kE columns: kNw, or half of them (kAlternate256's rare path)
+  template <int kE>  // 2 kE columns: kNw, or a 64-column slice (kAlternate256's rare path)
   __device__ static void mma_tile(float (&acc)[kE], float (&part)[kE], uint64_t desc_k, uint64_t desc_q) {
     if constexpr (FI_SCORER_MMA == 0) {
       ptx::fence_registers(acc);  // opaque values: the epilogue is not folded away
@@ -819,8 +821,8 @@ struct PagedScorer {
   // kAlternate256's rare fp32 paths (a flagged tile of the integer path; the E5M2 partials
   // of a group with a wide query head) score 64 columns at a time into s: with the whole
   // tile's accumulators and partials at once ptxas runs out of registers beside the integer
-  // chain's 128 and serialises every WGMMA of the kernel. The same bits: a row's columns
-  // lie in one slice (H = 64) or two in order (H = 32), each added in column order.
+  // chain's 128 and serialises every WGMMA of the kernel. The same bits: a row's columns lie
+  // in one slice (two rows per slice at H = 32), added in column order.
   template <bool kS8Blocks, int kQ = 0>
   __device__ static void score_slices(const Weights& wr, float (&s)[kRowsW][2], uint64_t desc_k, uint64_t desc_q,
                                       uint32_t word0, uint32_t word1) {
