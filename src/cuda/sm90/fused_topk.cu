@@ -161,7 +161,7 @@ constexpr uint32_t kRepair = 1;     // the guess was above the K-th key: scored 
 #ifndef FI_FUSED_N256_ALTERNATE
 #define FI_FUSED_N256_ALTERNATE 0
 #endif
-constexpr bool fused_alternate256(CacheFormat, ScoreAccuracy, int heads, int rows) {
+constexpr bool fused_alternate256(int heads, int rows) {
   return FI_FUSED_N256_ALTERNATE != 0 && heads * rows == 256;
 }
 constexpr bool fused_sampled_pairs() { return FI_FUSED_N256_ALTERNATE == 2; }
@@ -410,7 +410,7 @@ __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, Smem& sm,
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 __global__ void __launch_bounds__(kScorerThreads, 1)
     fused_topk_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ FusedParams f) {
-  constexpr bool kAlternate = fused_alternate256(kFormat, kAccuracy, kHeads, kRows);
+  constexpr bool kAlternate = fused_alternate256(kHeads, kRows);
   using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, 2, kScorerStages, kAlternate, fused_sampled_pairs()>;
   using Layout = FusedLayout<typename Core::Smem, kRows>;
   extern __shared__ uint8_t smem_raw[];
@@ -482,10 +482,9 @@ int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_
   });
 }
 
-int32_t fused_topk_min_capacity(int32_t k, CacheFormat format, ScoreAccuracy accuracy, int32_t heads,
-                                int32_t rows_per_group) {
-  const bool alternate = fused_alternate256(format, accuracy, heads, rows_per_group);
-  return cuda::fused_min_capacity(k, cuda::fused_step_puts(heads, rows_per_group, alternate));
+int32_t fused_topk_min_capacity(int32_t k, int32_t heads, int32_t rows_per_group) {
+  return cuda::fused_min_capacity(
+      k, cuda::fused_step_puts(heads, rows_per_group, fused_alternate256(heads, rows_per_group)));
 }
 
 bool fused_topk_profile(unsigned long long (&out)[kFusedProfileSlots], bool reset) {
@@ -518,8 +517,7 @@ namespace {
 // (fused_sample_tiles).
 bool samples(const IndexerProblem& p, const cuda::ScorerPlan& plan) {
   return int64_t(p.queries.num_heads) * plan.rows_per_group == 256 &&
-         (fused_sampled_pairs() ||
-          !fused_alternate256(p.cache.format, p.accuracy, p.queries.num_heads, plan.rows_per_group));
+         (fused_sampled_pairs() || !fused_alternate256(p.queries.num_heads, plan.rows_per_group));
 }
 size_t repair_flags_bytes(const IndexerProblem& p) { return size_t(p.rows.rows()) * sizeof(uint32_t); }
 }  // namespace
@@ -538,8 +536,7 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   if (fused_staged_applies(p, args.staged, args.smem_limit))
     return fused_staged_topk(p, args.out, args.staged, args.workspace, stream);
   const ScorerArgs a = scorer_args(p, args.plan);
-  const bool alternate =
-      fused_alternate256(p.cache.format, p.accuracy, p.queries.num_heads, args.plan.rows_per_group);
+  const bool alternate = fused_alternate256(p.queries.num_heads, args.plan.rows_per_group);
   const int32_t step = cuda::fused_step_puts(p.queries.num_heads, args.plan.rows_per_group, alternate);
   FusedParams f;
   f.out = args.out;
@@ -547,7 +544,7 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   f.cap = fused_topk_capacity(p.cache.format, p.queries.num_heads, args.plan.rows_per_group, args.smem_limit);
   f.by_rank = p.order == OutputOrder::kRank;
   f.ws = args.plan.splits > 1 ? SplitCandidates::in(args.workspace, rows, args.plan.splits, p.k) : SplitCandidates{};
-  if (f.cap < fused_topk_min_capacity(p.k, p.cache.format, p.accuracy, p.queries.num_heads, args.plan.rows_per_group))
+  if (f.cap < fused_topk_min_capacity(p.k, p.queries.num_heads, args.plan.rows_per_group))
     return cudaErrorInvalidConfiguration;
   f.vote_every = cuda::fused_vote_interval(f.cap, f.k, step, FI_FUSED_MAX_VOTE_EVERY);
   f.vote_limit = uint32_t(cuda::fused_vote_limit(f.cap, step, f.vote_every));

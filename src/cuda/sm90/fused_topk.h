@@ -46,8 +46,7 @@ int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_
 
 // The least capacity that K needs with this group shape: room for K plus two steps of
 // appends, and for the final sort (a power of two >= K, 512 at least).
-int32_t fused_topk_min_capacity(int32_t k, CacheFormat format, ScoreAccuracy accuracy, int32_t heads,
-                                int32_t rows_per_group);
+int32_t fused_topk_min_capacity(int32_t k, int32_t heads, int32_t rows_per_group);
 
 // Caller-owned scratch: room for the splits' local top K (rows x plan.max_splits x K rank
 // keys) when rows can be split, and the sampled start's repair flags (rows x 4 bytes) when

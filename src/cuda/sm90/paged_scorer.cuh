@@ -1101,7 +1101,9 @@ struct PagedScorer {
       nan[w] = false;
     }
     // part stays untouched (and costs no registers) in kReduced, where it is unused.
-    constexpr int kPart = kAccuracy == ScoreAccuracy::kReduced || kF16 || kRegKeys || kUseS8 ? 0 : kNw / 2;
+    // The E5M2 path's four k32 partials (kFp32); kAlternate256 keeps them per 64-column slice.
+    constexpr bool kPartials = kAccuracy != ScoreAccuracy::kReduced && !kF16 && !kRegKeys && !kUseS8;
+    constexpr int kPart = kPartials && !kAlternate256 ? kNw / 2 : 0;
     float acc[kNw / 2], part[kNw / 2];
 #pragma unroll
     for (int i = 0; i < (kUseS8 ? 0 : kNw / 2); ++i) acc[i] = 0.0f;
@@ -1175,7 +1177,7 @@ struct PagedScorer {
           mma_tile_s8_blocks(acc, desc_k, desc_q, word0, word1);
           release();
         }
-      } else if constexpr (kAlternate256 && kPart > 0) {  // the E5M2 partials (mxfp4, kFp32)
+      } else if constexpr (kAlternate256 && kPartials) {  // the E5M2 partials (mxfp4, kFp32)
         score_slices<false>(wr, s, desc_k, desc_q, 0u, 0u);
         release();
         summed = true;
