@@ -226,11 +226,12 @@ int sweep_staged_plans(const ScorePoint& pt, IndexerProblem p, TopKOutputs (&out
   return mismatches > 0 ? 2 : 0;  // every plan is timed and compared first
 }
 
-// The fused operator against dense logits + TopK over logits on one point (fp32 mode).
+// The fused operator against dense logits + TopK over logits on one point (fp32 mode, or
+// kReduced with --fused-accuracy reduced).
 int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, const LogitsOutput& logits,
                const Work& w, const BenchOptions& opt, const nlohmann::json& base, double gemm_tflops,
                double copy_gbps, DeviceBuffers& mem, PoolRotation& rotation) {
-  p.accuracy = ScoreAccuracy::kFp32;
+  p.accuracy = opt.fused_reduced ? ScoreAccuracy::kReduced : ScoreAccuracy::kFp32;
   const int64_t rows = p.rows.rows();
   const int32_t k = p.k;
   Launch l;
@@ -343,6 +344,7 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
     j["rows"] = rows;
     j["context"] = pt.context;
     j["next_n"] = pt.decode ? pt.next_n : 0;
+    j["accuracy"] = opt.fused_reduced ? "reduced" : "fp32";
     j["time_ms"] = ms;
     j["extra_bytes"] = path == 0 ? double(fused_ws) : dense_extra;
     j["speedup_vs_dense"] = dense_ms / ms;
@@ -361,7 +363,8 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
     j["key_read_floor_ms"] = w.key_bytes / (copy_gbps * 1e6);
     j["x_tensor_floor"] = ms / (w.flops / (gemm_tflops * 1e9));
     j["x_key_read_floor"] = ms / (w.key_bytes / (copy_gbps * 1e6));
-    j["command"] = "flashindexer bench --json --only " + pt.name();
+    j["command"] = "flashindexer bench --json " + std::string(opt.fused_reduced ? "--fused-accuracy reduced " : "") +
+                   "--only " + pt.name();
     if (path == 0 && !profile.is_null()) j["profile_per_cta"] = profile;
     std::printf("%s\n", j.dump().c_str());
   }

@@ -12,6 +12,7 @@ struct BenchOptions {
   bool json = true;
   bool full = false;  // bench: the whole grid of the scorer issue
   bool plan_sweep = false;  // bench: every fused decode-cluster plan of each decode point
+  bool fused_reduced = false;  // bench: time the fused operator (and dense + TopK) in kReduced
 };
 
 int bench_topk(const BenchOptions& opt);

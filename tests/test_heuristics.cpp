@@ -201,6 +201,19 @@ TEST(Heuristics, ScorerMaxSplitsBoundsSplitsIndependentlyOfContext) {
   EXPECT_EQ(plan_scorer(false, 8192, 1, 1, 64, 262144, 132).max_splits, 1);  // prefill: no workspace
 }
 
+// Groups of N = 256 take alternate tiles outside the FP16 chain (fp8 in the default mode), in
+// both operators; groups of N <= 128 take alternate tiles anyway (a step of two tiles).
+TEST(Heuristics, AlternateTilesForGroupsOf256OutsideTheFp16Chain) {
+  using flashindexer::cuda::alternate256;
+  EXPECT_TRUE(alternate256(false, 64, 4));   // mxfp4 (either mode) or fp8 kReduced, H = 64
+  EXPECT_TRUE(alternate256(false, 32, 8));   // H = 32
+  EXPECT_FALSE(alternate256(true, 64, 4));   // the FP16 chain shares tiles
+  EXPECT_FALSE(alternate256(true, 32, 8));
+  EXPECT_FALSE(alternate256(false, 64, 2));  // N = 128: not a group of 256
+  EXPECT_FALSE(alternate256(false, 64, 1));
+  static_assert(alternate256(false, 64, 4));  // usable in templates
+}
+
 // A step of the fused operator's lockstep sink: one tile per row when the two consumer
 // warpgroups share the tiles of a group of N = H x R = 256 columns, a pair of tiles otherwise
 // (N <= 128, or N = 256 on alternate tiles).
@@ -215,7 +228,7 @@ TEST(Heuristics, FusedStepPutsFollowTheTileSharing) {
   EXPECT_EQ(fused_step_puts(32, 1), 128);
 }
 
-// The sampled start on alternate tiles (fused_topk.cu, FI_FUSED_N256_ALTERNATE=2) takes
+// The sampled start on alternate tiles (fused_topk.cu, FI_FUSED_SAMPLED_PAIRS=1) takes
 // 2 x fused_sample_tiles(cap, K, 128, every) tiles: a whole number of vote intervals of
 // pairs of tiles, whose appends (64 per tile and row) stay within the vote limit, so the
 // sample phase never compacts, and an even count (the guess comes at a step boundary).

@@ -216,6 +216,11 @@ int main(int argc, char** argv) {
   bench_score->add_option("--only", bench.only, "one point by name");
   bench_score->add_flag("--full", bench.full, "every prefill context and decode point of the scorer issue");
   bench_score->add_flag("--json", bench.json, "JSON lines (the only output format)");
+  bench_score->add_option_function<std::string>(
+                 "--fused-accuracy", [&](const std::string& v) { bench.fused_reduced = v == "reduced"; },
+                 "accuracy mode of the fused and dense + TopK timings (the dense scorer runs both)")
+      ->check(CLI::IsMember({"fp32", "reduced"}))
+      ->default_str("fp32");
   bench_score->add_flag("--plan-sweep", bench.plan_sweep,
                         "also time every plan of the fused decode clusters on decode points");
 #endif

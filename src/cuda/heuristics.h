@@ -234,6 +234,16 @@ inline int32_t dense_prefill_rows(bool fp8_default_mode, int32_t heads) {
   return fp8_default_mode && (heads == 64 || heads == 32) ? 128 / heads : 0;
 }
 
+// Groups of N = H x R = 256 query columns on alternate tiles (paged_scorer.cuh's kAlternate256):
+// each consumer warpgroup takes every other key tile with all 256 columns (one chain of four
+// m64n256 MMAs), so one warpgroup's epilogue runs under the other's MMAs. Both operators take
+// them outside the FP16 chain (fp8 in the default mode). Measured on an H200 (docs/perf.md,
+// sessions 26-27), 8,192 x 65,536: V4-Pro dense 17.14 -> 14.87 ms, fused 18.27 -> 16.79 ms;
+// the fused FP16 chain on alternate tiles was slower (V3.2 20.89 -> 23.70 ms).
+inline constexpr bool alternate256(bool fp8_default_mode, int32_t heads, int32_t rows_per_group) {
+  return heads * rows_per_group == 256 && !fp8_default_mode;
+}
+
 // Fused operator (fused_topk.cu): each row of a group keeps `cap` candidate keys in shared
 // memory; between two compaction votes a row gains at most vote_every x step_puts keys
 // (step_puts: one 64-position tile per step when the two consumer warpgroups share tiles,

@@ -51,20 +51,17 @@ constexpr int dense_consumer_wgs() {
   return ScorerSmem<kN, kFormat == CacheFormat::kMxfp4>::kRegKeys && kN <= 64 ? 3 : 2;
 }
 
-// Groups of N = 256 take alternate tiles (PagedScorer's kAlternate256: one m64n256 chain per
-// warpgroup and tile, so one warpgroup's epilogue runs under the other's MMAs) where the core
-// allows it: mxfp4 in both modes, fp8 in kReduced. The fused operator keeps shared tiles (its
-// sink owns rows per warpgroup); the scores are the same bits. Measured (docs/perf.md,
-// session 26): V4-Pro 8,192 x 65,536 17.14 -> 14.87 ms (integer path), kReduced 14.25 ->
-// 13.36; V3.2 kReduced 11.08 -> 10.53. Experiment knob FI_DENSE_N256_ALTERNATE=0: both
-// warpgroups on every tile.
+// Groups of N = 256 take alternate tiles (PagedScorer's kAlternate256) outside the FP16 chain
+// (cuda::alternate256: mxfp4 in both modes, fp8 in kReduced), as the fused operator's do; the
+// scores are the same bits either way. Measured (docs/perf.md, session 26): V4-Pro 8,192 x
+// 65,536 17.14 -> 14.87 ms (integer path), kReduced 14.25 -> 13.36; V3.2 kReduced 11.08 ->
+// 10.53. Experiment knob FI_DENSE_N256_ALTERNATE=0: both warpgroups on every tile.
 #ifndef FI_DENSE_N256_ALTERNATE
 #define FI_DENSE_N256_ALTERNATE 1
 #endif
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 constexpr bool dense_alternate256() {
-  return FI_DENSE_N256_ALTERNATE != 0 && kHeads * kRows == 256 &&
-         (kFormat == CacheFormat::kMxfp4 || kAccuracy == ScoreAccuracy::kReduced);
+  return FI_DENSE_N256_ALTERNATE != 0 && cuda::alternate256(fp16_chain(kFormat, kAccuracy), kHeads, kRows);
 }
 
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>

@@ -10,15 +10,17 @@
 //   sink. Each row owns a buffer of `cap` rank keys in shared memory and a threshold tau
 //   (0 at first, then a floor at or below the row's K-th best key): a score whose rank key
 //   beats tau is appended (shared atomic). The sink steps with both consumer warpgroups (a
-//   step is a tile, or a pair of tiles when N <= 128); every `vote_every` steps (a power of
+//   step is a pair of tiles, or one tile where they share tiles); every `vote_every` steps (a power of
 //   two up to 8, chosen on the host from the free room) a bar.red.or vote asks whether an
 //   append took a row past the limit (one vote interval of room below the end of its buffer:
 //   the thread whose append index is the limit knows it), and the threads that score the row
 //   compact it: one radix histogram pass (radix_select.cuh, as TopK over logits) finds the
 //   lower edge of the digit bin holding the K-th key, the keys at or above it are kept (K
 //   and a few more; the exact K-th when that bin is too full) and tau rises to that edge.
-//   With N = 256 each consumer warpgroup scores rows of its own and votes and compacts
-//   alone (128 threads), so the warpgroups never wait for each other; otherwise both do.
+//   Groups of N = 256 take alternate tiles (cuda::alternate256), except in the FP16 chain
+//   (fp8, default mode), where the warpgroups share tiles: each scores rows of its own and
+//   votes and compacts alone (128 threads), after a sampled start (sampled_start.h);
+//   otherwise both warpgroups score every row and vote together.
 //   Exact and bounded by construction; the producer keeps filling the key ring meanwhile.
 //   Finish, per row: a last, exact compaction to min(K, n), then
 //   - one split: ordered by position through a bitmap of the window in the free key ring
@@ -34,10 +36,10 @@
 //   (H200, H = 64, R = 4: fp8 2,746, mxfp4 2,330).
 // Decode rows take fused_staged.cu instead where its plan applies (a cluster per row segment;
 //   speculative rows while B x context <= 4M positions; the dispatch is in fused_topk()).
-// Measured (docs/perf.md, sessions 25-26): bit-identical to dense + TopK everywhere; prefill
-//   0.90x at V4-Pro 8,192 x 65,536 since the dense operator's alternate tiles (1.02-1.03x at
-//   K <= 1024 before), 0.85-0.87x at K = 2048 (V3.2), 0.73x at H = 32 (GLM-5, groups of 4:
-//   docs/design.md, "Next").
+// Measured (docs/perf.md, sessions 25-27): bit-identical to dense + TopK everywhere; prefill
+//   on alternate tiles 0.98x of dense + TopK at V4-Pro 8,192 x 65,536, 1.02x at V4-Flash,
+//   1.03x at V4-Pro x 196,608; 0.85-0.87x at K = 2048 (V3.2), 0.73x at H = 32 (GLM-5,
+//   groups of 4: docs/design.md, "Next").
 #include "../../core/rank_key.h"
 #include "bitmap_order.cuh"
 #include "bitonic_sort.cuh"
@@ -151,20 +153,26 @@ struct FusedParams {
 constexpr uint32_t kGuessHeld = 2;  // the guess was used and at least K keys were >= it
 constexpr uint32_t kRepair = 1;     // the guess was above the K-th key: scored again without it
 
-// Groups of N = 256 on alternate tiles (PagedScorer's kAlternate256), as the dense operator's
-// outside the FP16 chain (mxfp4, fp8 in kReduced), and here the FP16 chain too (the dense
-// operator scores that mode in pairs of rows: the same bits): both warpgroups score every row,
-// so a step is a pair of tiles and the votes and compactions take all 256 consumer threads.
-// Experiment knob FI_FUSED_N256_ALTERNATE (default 0: shared tiles, rows owned per warpgroup;
-// 1: alternate tiles in the plain order; 2: alternate tiles after a sampled start, the guess
-// taken by all 256 consumer threads).
+// Groups of N = 256 on alternate tiles (PagedScorer's kAlternate256) outside the FP16 chain
+// (cuda::alternate256), as the dense operator's: both warpgroups score every row, so a step
+// is a pair of tiles, the votes and compactions take all 256 consumer threads, and the tile
+// order is the plain one (no sampled start). Measured (docs/perf.md, session 27), 8,192 x
+// 65,536: V4-Pro 18.27 -> 16.79 ms, V4-Flash 18.04 -> 15.90; V4-Pro at 196,608 52.89 -> 46.33.
+// Experiment knobs: FI_FUSED_N256_ALTERNATE=0 keeps shared tiles (rows owned per warpgroup,
+// the sampled start) everywhere, =2 takes alternate tiles in the FP16 chain too (V3.2 20.89 ->
+// 23.70 ms: slower); FI_FUSED_SAMPLED_PAIRS=1 starts alternate tiles with a sampled start on
+// pairs, the guess taken by all 256 consumer threads (V4-Pro 17.28 ms: slower than without).
 #ifndef FI_FUSED_N256_ALTERNATE
-#define FI_FUSED_N256_ALTERNATE 0
+#define FI_FUSED_N256_ALTERNATE 1
 #endif
-constexpr bool fused_alternate256(int heads, int rows) {
-  return FI_FUSED_N256_ALTERNATE != 0 && heads * rows == 256;
+#ifndef FI_FUSED_SAMPLED_PAIRS
+#define FI_FUSED_SAMPLED_PAIRS 0
+#endif
+constexpr bool fused_alternate256(CacheFormat format, ScoreAccuracy accuracy, int heads, int rows) {
+  if (FI_FUSED_N256_ALTERNATE == 2) return heads * rows == 256;
+  return FI_FUSED_N256_ALTERNATE == 1 && cuda::alternate256(fp16_chain(format, accuracy), heads, rows);
 }
-constexpr bool fused_sampled_pairs() { return FI_FUSED_N256_ALTERNATE == 2; }
+constexpr bool fused_sampled_pairs() { return FI_FUSED_SAMPLED_PAIRS != 0; }
 constexpr uint32_t step_puts(int heads, int rows, bool alternate) {
   return uint32_t(cuda::fused_step_puts(heads, rows, alternate));
 }
@@ -410,7 +418,7 @@ __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, Smem& sm,
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 __global__ void __launch_bounds__(kScorerThreads, 1)
     fused_topk_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ FusedParams f) {
-  constexpr bool kAlternate = fused_alternate256(kHeads, kRows);
+  constexpr bool kAlternate = fused_alternate256(kFormat, kAccuracy, kHeads, kRows);
   using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, 2, kScorerStages, kAlternate, fused_sampled_pairs()>;
   using Layout = FusedLayout<typename Core::Smem, kRows>;
   extern __shared__ uint8_t smem_raw[];
@@ -482,9 +490,10 @@ int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_
   });
 }
 
-int32_t fused_topk_min_capacity(int32_t k, int32_t heads, int32_t rows_per_group) {
+int32_t fused_topk_min_capacity(CacheFormat format, ScoreAccuracy accuracy, int32_t k, int32_t heads,
+                                int32_t rows_per_group) {
   return cuda::fused_min_capacity(
-      k, cuda::fused_step_puts(heads, rows_per_group, fused_alternate256(heads, rows_per_group)));
+      k, cuda::fused_step_puts(heads, rows_per_group, fused_alternate256(format, accuracy, heads, rows_per_group)));
 }
 
 bool fused_topk_profile(unsigned long long (&out)[kFusedProfileSlots], bool reset) {
@@ -513,11 +522,13 @@ bool fused_barrier_phase_errors(uint32_t* errors, bool reset) {
 }
 
 namespace {
-// The sampled start needs N = 256 on shared tiles (steps of one tile) and one split
-// (fused_sample_tiles).
+bool alternate(const IndexerProblem& p, const cuda::ScorerPlan& plan) {
+  return fused_alternate256(p.cache.format, p.accuracy, p.queries.num_heads, plan.rows_per_group);
+}
+// The sampled start needs N = 256 on shared tiles (steps of one tile; or pairs under
+// FI_FUSED_SAMPLED_PAIRS) and one split (fused_sample_tiles).
 bool samples(const IndexerProblem& p, const cuda::ScorerPlan& plan) {
-  return int64_t(p.queries.num_heads) * plan.rows_per_group == 256 &&
-         (fused_sampled_pairs() || !fused_alternate256(p.queries.num_heads, plan.rows_per_group));
+  return int64_t(p.queries.num_heads) * plan.rows_per_group == 256 && (fused_sampled_pairs() || !alternate(p, plan));
 }
 size_t repair_flags_bytes(const IndexerProblem& p) { return size_t(p.rows.rows()) * sizeof(uint32_t); }
 }  // namespace
@@ -536,21 +547,21 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   if (fused_staged_applies(p, args.staged, args.smem_limit))
     return fused_staged_topk(p, args.out, args.staged, args.workspace, stream);
   const ScorerArgs a = scorer_args(p, args.plan);
-  const bool alternate = fused_alternate256(p.queries.num_heads, args.plan.rows_per_group);
-  const int32_t step = cuda::fused_step_puts(p.queries.num_heads, args.plan.rows_per_group, alternate);
+  const bool pairs = alternate(p, args.plan);
+  const int32_t step = cuda::fused_step_puts(p.queries.num_heads, args.plan.rows_per_group, pairs);
   FusedParams f;
   f.out = args.out;
   f.k = p.k;
   f.cap = fused_topk_capacity(p.cache.format, p.queries.num_heads, args.plan.rows_per_group, args.smem_limit);
   f.by_rank = p.order == OutputOrder::kRank;
   f.ws = args.plan.splits > 1 ? SplitCandidates::in(args.workspace, rows, args.plan.splits, p.k) : SplitCandidates{};
-  if (f.cap < fused_topk_min_capacity(p.k, p.queries.num_heads, args.plan.rows_per_group))
+  if (f.cap < fused_topk_min_capacity(p.cache.format, p.accuracy, p.k, p.queries.num_heads, args.plan.rows_per_group))
     return cudaErrorInvalidConfiguration;
   f.vote_every = cuda::fused_vote_interval(f.cap, f.k, step, FI_FUSED_MAX_VOTE_EVERY);
   f.vote_limit = uint32_t(cuda::fused_vote_limit(f.cap, step, f.vote_every));
   const bool sampled = FI_FUSED_SAMPLE && args.plan.splits == 1 && samples(p, args.plan);
   // fused_sample_tiles counts steps: a pair of tiles each on alternate tiles.
-  f.max_sample = sampled ? cuda::fused_sample_tiles(f.cap, f.k, step, f.vote_every) * (alternate ? 2 : 1) : 0;
+  f.max_sample = sampled ? cuda::fused_sample_tiles(f.cap, f.k, step, f.vote_every) * (pairs ? 2 : 1) : 0;
   f.repair = f.max_sample > 0 ? static_cast<uint32_t*>(args.workspace) : nullptr;
   f.repair_launch = false;
   auto run = [&](const FusedParams& fp) {

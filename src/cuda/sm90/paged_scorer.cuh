@@ -52,8 +52,8 @@
 //   for the async proxy (fp8: each consumer fences after the full barrier); register-key
 //   mxfp4: raw tiles by cp.async into a 16-stage ring, nothing else; warpgroups 1 and 2
 //   consume: with N = 256 both read every tile (128 columns each, so a key tile from L2
-//   serves 256 columns), or, kAlternate256 (the dense operator's groups of N = 256 outside
-//   the FP16 chain; the fused operator's under FI_FUSED_N256_ALTERNATE), alternate tiles
+//   serves 256 columns), or, kAlternate256 (groups of N = 256 outside the FP16 chain:
+//   cuda::alternate256), alternate tiles
 //   with all 256 columns each (one m64n256 chain, one
 //   warpgroup's epilogue under the other's MMAs; its rare fp32 paths 64 columns at a time);
 //   with N <= 128 they take alternate tiles. The dense kernel's
@@ -94,6 +94,11 @@
 namespace flashindexer::sm90 {
 
 inline constexpr int kScorerThreads = 384;   // producer + two consumer warpgroups
+
+// fp8 caches in the default mode score with FP16 WGMMAs in one chain (mma_tile_f16).
+constexpr bool fp16_chain(CacheFormat format, ScoreAccuracy accuracy) {
+  return format == CacheFormat::kFp8E4M3 && accuracy == ScoreAccuracy::kFp32;
+}
 
 struct ScorerArgs {
   KvCache cache;
@@ -292,7 +297,8 @@ __device__ Smem& carve(uint8_t* raw) {
 // columns (one m64n256 chain: half the MMA instructions and key-tile reads per tile, and one
 // warpgroup's epilogue runs under the other's MMAs) instead of both on every tile, 128
 // columns each; a lockstep sink's step is then a pair of tiles. The FP16 chain (fp8, default
-// mode) takes it too: each warpgroup then converts only its own tiles' keys. kSampledPairs
+// mode) can take it too (the fused operator's FI_FUSED_N256_ALTERNATE=2): each warpgroup then
+// converts only its own tiles' keys. kSampledPairs
 // (with kAlternate256): the tile order may start with a sample (sampled_start.h), as shared
 // tiles' may.
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy, int kConsumerWgs = 2,
@@ -318,8 +324,7 @@ struct PagedScorer {
   static constexpr int kThreads = 128 * (1 + kConsumerWgs);
   static_assert(kConsumerWgs == 2 || (kConsumerWgs == 3 && ((kRegKeys && kNw <= 64) || (!kMx && kNw <= 128))),
                 "three consumer warpgroups: groups of N <= 64 on the register-key path, N <= 128 on the fp8 path");
-  // fp8 caches in the default mode score with FP16 WGMMAs in one chain (mma_tile_f16).
-  static constexpr bool kF16 = !kMx && kAccuracy == ScoreAccuracy::kFp32;
+  static constexpr bool kF16 = fp16_chain(kFormat, kAccuracy);
   // mxfp4 groups that share tiles can take the integer path (s8 WGMMA; sm.q_s8 per CTA) in the
   // default mode. kReduced keeps its single FP8 chain: with the E5M2 producer's lighter
   // conversion it is the faster one (docs/perf.md, session 15).
