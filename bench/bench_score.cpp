@@ -364,7 +364,7 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
     j["x_tensor_floor"] = ms / (w.flops / (gemm_tflops * 1e9));
     j["x_key_read_floor"] = ms / (w.key_bytes / (copy_gbps * 1e6));
     j["command"] = "flashindexer bench --json " + std::string(opt.fused_reduced ? "--fused-accuracy reduced " : "") +
-                   "--only " + pt.name();
+                   (opt.k > 0 ? "--k " + std::to_string(opt.k) + " " : "") + "--only " + pt.name();
     if (path == 0 && !profile.is_null()) j["profile_per_cta"] = profile;
     std::printf("%s\n", j.dump().c_str());
   }
@@ -381,6 +381,7 @@ int run_point(const ScorePoint& pt, const BenchOptions& opt, const nlohmann::jso
   }
   s.context = pt.context;
   s.seed = 7;
+  if (opt.k > 0) s.k = opt.k;
   if (pt.decode) {
     s.form = RowForm::kDecode;
     s.requests = 1;

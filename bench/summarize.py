@@ -23,14 +23,14 @@ def scorer(recs):
 
 
 def fused(recs):
-    dense = {(r["point"], r.get("accuracy")): r for r in recs if r.get("op") == "dense_then_topk"}
+    dense = {(r["point"], r.get("accuracy"), r["k"]): r for r in recs if r.get("op") == "dense_then_topk"}
     rows = [r for r in recs if r.get("op") == "fused_topk"]
     if not rows:
         return
     print(f"{'point':34} {'K':>5} {'fused ms':>9} {'dense+topk':>10} {'speedup':>8} {'x tensor':>9}"
           f" {'x HBM':>7} {'fused MiB':>9} {'dense MiB':>9} {'same':>5}  plan")
     for r in rows:
-        d = dense.get((r["point"], r.get("accuracy")), {})
+        d = dense.get((r["point"], r.get("accuracy"), r["k"]), {})
         name = r["point"] + (" reduced" if r.get("accuracy") == "reduced" else "")
         print(f"{name:34} {r['k']:>5} {r['time_ms']:>9.4f} {d.get('time_ms', float('nan')):>10.4f}"
               f" {r['speedup_vs_dense']:>8.2f} {r['x_tensor_floor']:>9.2f} {r['x_key_read_floor']:>7.2f}"

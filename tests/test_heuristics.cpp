@@ -201,17 +201,23 @@ TEST(Heuristics, ScorerMaxSplitsBoundsSplitsIndependentlyOfContext) {
   EXPECT_EQ(plan_scorer(false, 8192, 1, 1, 64, 262144, 132).max_splits, 1);  // prefill: no workspace
 }
 
-// Groups of N = 256 take alternate tiles outside the FP16 chain (fp8 in the default mode), in
-// both operators; groups of N <= 128 take alternate tiles anyway (a step of two tiles).
-TEST(Heuristics, AlternateTilesForGroupsOf256OutsideTheFp16Chain) {
-  using flashindexer::cuda::alternate256;
-  EXPECT_TRUE(alternate256(false, 64, 4));   // mxfp4 (either mode) or fp8 kReduced, H = 64
-  EXPECT_TRUE(alternate256(false, 32, 8));   // H = 32
-  EXPECT_FALSE(alternate256(true, 64, 4));   // the FP16 chain shares tiles
-  EXPECT_FALSE(alternate256(true, 32, 8));
-  EXPECT_FALSE(alternate256(false, 64, 2));  // N = 128: not a group of 256
-  EXPECT_FALSE(alternate256(false, 64, 1));
-  static_assert(alternate256(false, 64, 4));  // usable in templates
+// Groups of N = 256 on alternate tiles: the dense operator's outside the FP16 chain (fp8 in the
+// default mode), the fused operator's for mxfp4 caches (fp8 keeps its sampled start); groups
+// of N <= 128 take alternate tiles anyway (a step of two tiles), not through these rules.
+TEST(Heuristics, AlternateTilesForGroupsOf256) {
+  using flashindexer::cuda::dense_takes_alternate256;
+  using flashindexer::cuda::fused_takes_alternate256;
+  EXPECT_TRUE(dense_takes_alternate256(false, 64, 4));   // mxfp4 (either mode) or fp8 kReduced
+  EXPECT_TRUE(dense_takes_alternate256(false, 32, 8));   // H = 32
+  EXPECT_FALSE(dense_takes_alternate256(true, 64, 4));   // the FP16 chain shares tiles
+  EXPECT_FALSE(dense_takes_alternate256(true, 32, 8));
+  EXPECT_FALSE(dense_takes_alternate256(false, 64, 2));  // N = 128: not a group of 256
+  EXPECT_TRUE(fused_takes_alternate256(true, 64, 4));    // mxfp4, either mode
+  EXPECT_TRUE(fused_takes_alternate256(true, 32, 8));
+  EXPECT_FALSE(fused_takes_alternate256(false, 64, 4));  // fp8, either mode: shared tiles
+  EXPECT_FALSE(fused_takes_alternate256(false, 32, 8));
+  EXPECT_FALSE(fused_takes_alternate256(true, 64, 1));   // decode next_n = 1: N = 64
+  static_assert(fused_takes_alternate256(true, 64, 4) && dense_takes_alternate256(false, 64, 4));  // constexpr
 }
 
 // A step of the fused operator's lockstep sink: one tile per row when the two consumer

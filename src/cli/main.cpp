@@ -221,6 +221,8 @@ int main(int argc, char** argv) {
                  "accuracy mode of the fused and dense + TopK timings (the dense scorer runs both)")
       ->check(CLI::IsMember({"fp32", "reduced"}))
       ->default_str("fp32");
+  bench_score->add_option("--k", bench.k, "top-k of the fused and dense + TopK timings (default: the preset's)")
+      ->check(CLI::Range(1, 2048));
   bench_score->add_flag("--plan-sweep", bench.plan_sweep,
                         "also time every plan of the fused decode clusters on decode points");
 #endif

@@ -236,12 +236,19 @@ inline int32_t dense_prefill_rows(bool fp8_default_mode, int32_t heads) {
 
 // Groups of N = H x R = 256 query columns on alternate tiles (paged_scorer.cuh's kAlternate256):
 // each consumer warpgroup takes every other key tile with all 256 columns (one chain of four
-// m64n256 MMAs), so one warpgroup's epilogue runs under the other's MMAs. Both operators take
-// them outside the FP16 chain (fp8 in the default mode). Measured on an H200 (docs/perf.md,
-// sessions 26-27), 8,192 x 65,536: V4-Pro dense 17.14 -> 14.87 ms, fused 18.27 -> 16.79 ms;
-// the fused FP16 chain on alternate tiles was slower (V3.2 20.89 -> 23.70 ms).
-inline constexpr bool alternate256(bool fp8_default_mode, int32_t heads, int32_t rows_per_group) {
+// m64n256 MMAs), so one warpgroup's epilogue runs under the other's MMAs; else both take every
+// tile with 128 columns each. Measured on an H200, 8,192 x 65,536 (docs/perf.md, sessions
+// 26-27). The dense operator takes them outside the FP16 chain (fp8 in the default mode):
+// V4-Pro 17.14 -> 14.87 ms, V3.2 kReduced 11.08 -> 10.53.
+inline constexpr bool dense_takes_alternate256(bool fp8_default_mode, int32_t heads, int32_t rows_per_group) {
   return heads * rows_per_group == 256 && !fp8_default_mode;
+}
+// The fused operator takes them for mxfp4 caches (V4-Pro 18.27 -> 16.79 ms, kReduced 15.95 ->
+// 15.48; V4-Flash 18.04 -> 15.90). There both warpgroups score every row, with no sampled
+// start, which fp8 (V3.2, K = 2048) missed more than it gained: 20.89 -> 23.70 ms, kReduced
+// 16.47 -> 18.64.
+inline constexpr bool fused_takes_alternate256(bool mxfp4, int32_t heads, int32_t rows_per_group) {
+  return heads * rows_per_group == 256 && mxfp4;
 }
 
 // Fused operator (fused_topk.cu): each row of a group keeps `cap` candidate keys in shared

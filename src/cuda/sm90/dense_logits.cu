@@ -52,8 +52,8 @@ constexpr int dense_consumer_wgs() {
 }
 
 // Groups of N = 256 take alternate tiles (PagedScorer's kAlternate256) outside the FP16 chain
-// (cuda::alternate256: mxfp4 in both modes, fp8 in kReduced), as the fused operator's do; the
-// scores are the same bits either way. Measured (docs/perf.md, session 26): V4-Pro 8,192 x
+// (cuda::dense_takes_alternate256: mxfp4 in both modes, fp8 in kReduced); the scores are the
+// same bits either way (the fused operator's groups take them for mxfp4). Measured (docs/perf.md, session 26): V4-Pro 8,192 x
 // 65,536 17.14 -> 14.87 ms (integer path), kReduced 14.25 -> 13.36; V3.2 kReduced 11.08 ->
 // 10.53. Experiment knob FI_DENSE_N256_ALTERNATE=0: both warpgroups on every tile.
 #ifndef FI_DENSE_N256_ALTERNATE
@@ -61,7 +61,7 @@ constexpr int dense_consumer_wgs() {
 #endif
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 constexpr bool dense_alternate256() {
-  return FI_DENSE_N256_ALTERNATE != 0 && cuda::alternate256(fp16_chain(kFormat, kAccuracy), kHeads, kRows);
+  return FI_DENSE_N256_ALTERNATE != 0 && cuda::dense_takes_alternate256(fp16_chain(kFormat, kAccuracy), kHeads, kRows);
 }
 
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>

@@ -17,10 +17,10 @@
 //   compact it: one radix histogram pass (radix_select.cuh, as TopK over logits) finds the
 //   lower edge of the digit bin holding the K-th key, the keys at or above it are kept (K
 //   and a few more; the exact K-th when that bin is too full) and tau rises to that edge.
-//   Groups of N = 256 take alternate tiles (cuda::alternate256), except in the FP16 chain
-//   (fp8, default mode), where the warpgroups share tiles: each scores rows of its own and
-//   votes and compacts alone (128 threads), after a sampled start (sampled_start.h);
-//   otherwise both warpgroups score every row and vote together.
+//   mxfp4 groups of N = 256 take alternate tiles (cuda::fused_takes_alternate256); fp8 ones
+//   share tiles: each warpgroup scores rows of its own and votes and compacts alone (128
+//   threads), after a sampled start (sampled_start.h); otherwise both warpgroups score every
+//   row and vote together.
 //   Exact and bounded by construction; the producer keeps filling the key ring meanwhile.
 //   Finish, per row: a last, exact compaction to min(K, n), then
 //   - one split: ordered by position through a bitmap of the window in the free key ring
@@ -153,24 +153,25 @@ struct FusedParams {
 constexpr uint32_t kGuessHeld = 2;  // the guess was used and at least K keys were >= it
 constexpr uint32_t kRepair = 1;     // the guess was above the K-th key: scored again without it
 
-// Groups of N = 256 on alternate tiles (PagedScorer's kAlternate256) outside the FP16 chain
-// (cuda::alternate256), as the dense operator's: both warpgroups score every row, so a step
-// is a pair of tiles, the votes and compactions take all 256 consumer threads, and the tile
-// order is the plain one (no sampled start). Measured (docs/perf.md, session 27), 8,192 x
-// 65,536: V4-Pro 18.27 -> 16.79 ms, V4-Flash 18.04 -> 15.90; V4-Pro at 196,608 52.89 -> 46.33.
-// Experiment knobs: FI_FUSED_N256_ALTERNATE=0 keeps shared tiles (rows owned per warpgroup,
-// the sampled start) everywhere, =2 takes alternate tiles in the FP16 chain too (V3.2 20.89 ->
-// 23.70 ms: slower); FI_FUSED_SAMPLED_PAIRS=1 starts alternate tiles with a sampled start on
-// pairs, the guess taken by all 256 consumer threads (V4-Pro 17.28 ms: slower than without).
+// Groups of N = 256 of mxfp4 caches on alternate tiles (PagedScorer's kAlternate256;
+// cuda::fused_takes_alternate256): both warpgroups score every row, so a step is a pair of
+// tiles, the votes and compactions take all 256 consumer threads, and the tile order is the
+// plain one (no sampled start). fp8 groups share tiles: each warpgroup owns rows, after a
+// sampled start. Measured (docs/perf.md, session 27), 8,192 x 65,536: V4-Pro 18.27 -> 16.79 ms,
+// V4-Flash 18.04 -> 15.90, V4-Pro x 196,608 52.89 -> 46.33; V3.2 on alternate tiles 20.89 ->
+// 23.70 (kReduced 16.47 -> 18.64). Experiment knobs: FI_FUSED_N256_ALTERNATE=0 keeps shared
+// tiles everywhere, =2 takes alternate tiles for fp8 too; FI_FUSED_SAMPLED_PAIRS=1 starts
+// alternate tiles with a sampled start on pairs, the guess taken by all 256 consumer threads
+// (V4-Pro 17.28 ms: slower than without).
 #ifndef FI_FUSED_N256_ALTERNATE
 #define FI_FUSED_N256_ALTERNATE 1
 #endif
 #ifndef FI_FUSED_SAMPLED_PAIRS
 #define FI_FUSED_SAMPLED_PAIRS 0
 #endif
-constexpr bool fused_alternate256(CacheFormat format, ScoreAccuracy accuracy, int heads, int rows) {
+constexpr bool fused_alternate256(CacheFormat format, int heads, int rows) {
   if (FI_FUSED_N256_ALTERNATE == 2) return heads * rows == 256;
-  return FI_FUSED_N256_ALTERNATE == 1 && cuda::alternate256(fp16_chain(format, accuracy), heads, rows);
+  return FI_FUSED_N256_ALTERNATE == 1 && cuda::fused_takes_alternate256(format == CacheFormat::kMxfp4, heads, rows);
 }
 constexpr bool fused_sampled_pairs() { return FI_FUSED_SAMPLED_PAIRS != 0; }
 constexpr uint32_t step_puts(int heads, int rows, bool alternate) {
@@ -418,7 +419,7 @@ __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, Smem& sm,
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 __global__ void __launch_bounds__(kScorerThreads, 1)
     fused_topk_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ FusedParams f) {
-  constexpr bool kAlternate = fused_alternate256(kFormat, kAccuracy, kHeads, kRows);
+  constexpr bool kAlternate = fused_alternate256(kFormat, kHeads, kRows);
   using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, 2, kScorerStages, kAlternate, fused_sampled_pairs()>;
   using Layout = FusedLayout<typename Core::Smem, kRows>;
   extern __shared__ uint8_t smem_raw[];
@@ -490,10 +491,9 @@ int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_
   });
 }
 
-int32_t fused_topk_min_capacity(CacheFormat format, ScoreAccuracy accuracy, int32_t k, int32_t heads,
-                                int32_t rows_per_group) {
+int32_t fused_topk_min_capacity(CacheFormat format, int32_t k, int32_t heads, int32_t rows_per_group) {
   return cuda::fused_min_capacity(
-      k, cuda::fused_step_puts(heads, rows_per_group, fused_alternate256(format, accuracy, heads, rows_per_group)));
+      k, cuda::fused_step_puts(heads, rows_per_group, fused_alternate256(format, heads, rows_per_group)));
 }
 
 bool fused_topk_profile(unsigned long long (&out)[kFusedProfileSlots], bool reset) {
@@ -523,7 +523,7 @@ bool fused_barrier_phase_errors(uint32_t* errors, bool reset) {
 
 namespace {
 bool alternate(const IndexerProblem& p, const cuda::ScorerPlan& plan) {
-  return fused_alternate256(p.cache.format, p.accuracy, p.queries.num_heads, plan.rows_per_group);
+  return fused_alternate256(p.cache.format, p.queries.num_heads, plan.rows_per_group);
 }
 // The sampled start needs N = 256 on shared tiles (steps of one tile; or pairs under
 // FI_FUSED_SAMPLED_PAIRS) and one split (fused_sample_tiles).
@@ -555,7 +555,7 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   f.cap = fused_topk_capacity(p.cache.format, p.queries.num_heads, args.plan.rows_per_group, args.smem_limit);
   f.by_rank = p.order == OutputOrder::kRank;
   f.ws = args.plan.splits > 1 ? SplitCandidates::in(args.workspace, rows, args.plan.splits, p.k) : SplitCandidates{};
-  if (f.cap < fused_topk_min_capacity(p.cache.format, p.accuracy, p.k, p.queries.num_heads, args.plan.rows_per_group))
+  if (f.cap < fused_topk_min_capacity(p.cache.format, p.k, p.queries.num_heads, args.plan.rows_per_group))
     return cudaErrorInvalidConfiguration;
   f.vote_every = cuda::fused_vote_interval(f.cap, f.k, step, FI_FUSED_MAX_VOTE_EVERY);
   f.vote_limit = uint32_t(cuda::fused_vote_limit(f.cap, step, f.vote_every));

@@ -52,8 +52,8 @@
 //   for the async proxy (fp8: each consumer fences after the full barrier); register-key
 //   mxfp4: raw tiles by cp.async into a 16-stage ring, nothing else; warpgroups 1 and 2
 //   consume: with N = 256 both read every tile (128 columns each, so a key tile from L2
-//   serves 256 columns), or, kAlternate256 (groups of N = 256 outside the FP16 chain:
-//   cuda::alternate256), alternate tiles
+//   serves 256 columns), or, kAlternate256 (cuda::dense_takes_alternate256 and
+//   fused_takes_alternate256), alternate tiles
 //   with all 256 columns each (one m64n256 chain, one
 //   warpgroup's epilogue under the other's MMAs; its rare fp32 paths 64 columns at a time);
 //   with N <= 128 they take alternate tiles. The dense kernel's
