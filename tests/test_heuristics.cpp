@@ -202,8 +202,8 @@ TEST(Heuristics, ScorerMaxSplitsBoundsSplitsIndependentlyOfContext) {
 }
 
 // Groups of N = 256 on alternate tiles: the dense operator's outside the FP16 chain (fp8 in the
-// default mode), the fused operator's for mxfp4 caches (fp8 keeps its sampled start); groups
-// of N <= 128 take alternate tiles anyway (a step of two tiles), not through these rules.
+// default mode); the fused operator's where a row's buffer holds 2 K keys (and a vote interval
+// of pairs). Groups of N <= 128 take alternate tiles anyway (a step of two tiles).
 TEST(Heuristics, AlternateTilesForGroupsOf256) {
   using flashindexer::cuda::dense_takes_alternate256;
   using flashindexer::cuda::fused_takes_alternate256;
@@ -212,12 +212,27 @@ TEST(Heuristics, AlternateTilesForGroupsOf256) {
   EXPECT_FALSE(dense_takes_alternate256(true, 64, 4));   // the FP16 chain shares tiles
   EXPECT_FALSE(dense_takes_alternate256(true, 32, 8));
   EXPECT_FALSE(dense_takes_alternate256(false, 64, 2));  // N = 128: not a group of 256
-  EXPECT_TRUE(fused_takes_alternate256(true, 64, 4));    // mxfp4, either mode
-  EXPECT_TRUE(fused_takes_alternate256(true, 32, 8));
-  EXPECT_FALSE(fused_takes_alternate256(false, 64, 4));  // fp8, either mode: shared tiles
-  EXPECT_FALSE(fused_takes_alternate256(false, 32, 8));
-  EXPECT_FALSE(fused_takes_alternate256(true, 64, 1));   // decode next_n = 1: N = 64
-  static_assert(fused_takes_alternate256(true, 64, 4) && dense_takes_alternate256(false, 64, 4));  // constexpr
+  static_assert(dense_takes_alternate256(false, 64, 4));  // usable in templates
+  // The H200's capacities (H = 64, R = 4): mxfp4 2,330, fp8 2,746.
+  EXPECT_TRUE(fused_takes_alternate256(64, 4, 512, 2330));    // V4-Flash
+  EXPECT_TRUE(fused_takes_alternate256(64, 4, 1024, 2330));   // V4-Pro
+  EXPECT_FALSE(fused_takes_alternate256(64, 4, 2048, 2330));  // measured 2.9x slower there
+  EXPECT_TRUE(fused_takes_alternate256(64, 4, 512, 2746));
+  EXPECT_FALSE(fused_takes_alternate256(64, 4, 2048, 2746));  // V3.2
+  EXPECT_FALSE(fused_takes_alternate256(32, 8, 2048, 2746));  // GLM-5
+  EXPECT_TRUE(fused_takes_alternate256(32, 8, 1024, 2048));   // 2 K = cap
+  EXPECT_FALSE(fused_takes_alternate256(32, 8, 1025, 2048));
+  EXPECT_FALSE(fused_takes_alternate256(64, 1, 512, 4096));   // decode next_n = 1: N = 64
+  // Small K: 2 K fits, but the final sort needs 512 keys (fused_min_capacity).
+  EXPECT_FALSE(fused_takes_alternate256(64, 4, 8, 510));
+  EXPECT_TRUE(fused_takes_alternate256(64, 4, 8, 512));
+  EXPECT_FALSE(fused_takes_alternate256(64, 4, 400, 520));  // 2 K > cap
+  for (int32_t k = 1; k <= 2048; k += 37)
+    for (int32_t cap = 512; cap < 5000; cap += 97)
+      if (fused_takes_alternate256(64, 4, k, cap)) {
+        ASSERT_GE(cap, flashindexer::cuda::fused_min_capacity(k, 128)) << "k " << k << " cap " << cap;
+        ASSERT_GE(cap, 2 * k) << "k " << k << " cap " << cap;
+      }
 }
 
 // A step of the fused operator's lockstep sink: one tile per row when the two consumer

@@ -100,7 +100,7 @@ class CudaBackend final : public BackendImpl {
                                                     " for fused_topk on sm_90a, got " + std::to_string(p.k));
       const int32_t cap = sm90::fused_topk_capacity(p.cache.format, p.queries.num_heads, plan.rows_per_group,
                                                     device().smem_optin);
-      const int32_t need = sm90::fused_topk_min_capacity(p.cache.format, p.k, p.queries.num_heads, plan.rows_per_group);
+      const int32_t need = sm90::fused_topk_min_capacity(p.k, p.queries.num_heads, plan.rows_per_group);
       if (cap < need)
         return Status(StatusCode::kUnsupported,
                       "k: fused_topk on sm_90a holds " + std::to_string(cap) + " candidates per row for H = " +
@@ -180,7 +180,7 @@ class CudaBackend final : public BackendImpl {
     if (h != 32 && h != 64) return 0;
     auto fits = [&](int32_t rows) {
       return sm90::fused_topk_capacity(p.cache.format, h, rows, device().smem_optin) >=
-             sm90::fused_topk_min_capacity(p.cache.format, p.k, h, rows);
+             sm90::fused_topk_min_capacity(p.k, h, rows);
     };
     const int32_t full = 256 / h;
     return !fits(full) && fits(full / 2) ? full / 2 : 0;

@@ -238,17 +238,11 @@ inline int32_t dense_prefill_rows(bool fp8_default_mode, int32_t heads) {
 // each consumer warpgroup takes every other key tile with all 256 columns (one chain of four
 // m64n256 MMAs), so one warpgroup's epilogue runs under the other's MMAs; else both take every
 // tile with 128 columns each. Measured on an H200, 8,192 x 65,536 (docs/perf.md, sessions
-// 26-27). The dense operator takes them outside the FP16 chain (fp8 in the default mode):
-// V4-Pro 17.14 -> 14.87 ms, V3.2 kReduced 11.08 -> 10.53.
+// 26-27; the fused operator's rule is fused_takes_alternate256). The dense operator takes them
+// outside the FP16 chain (fp8 in the default mode): V4-Pro 17.14 -> 14.87 ms, V3.2 kReduced
+// 11.08 -> 10.53.
 inline constexpr bool dense_takes_alternate256(bool fp8_default_mode, int32_t heads, int32_t rows_per_group) {
   return heads * rows_per_group == 256 && !fp8_default_mode;
-}
-// The fused operator takes them for mxfp4 caches (V4-Pro 18.27 -> 16.79 ms, kReduced 15.95 ->
-// 15.48; V4-Flash 18.04 -> 15.90). There both warpgroups score every row, with no sampled
-// start, which fp8 (V3.2, K = 2048) missed more than it gained: 20.89 -> 23.70 ms, kReduced
-// 16.47 -> 18.64.
-inline constexpr bool fused_takes_alternate256(bool mxfp4, int32_t heads, int32_t rows_per_group) {
-  return heads * rows_per_group == 256 && mxfp4;
 }
 
 // Fused operator (fused_topk.cu): each row of a group keeps `cap` candidate keys in shared
@@ -266,6 +260,17 @@ inline int32_t fused_min_capacity(int32_t k, int32_t step_puts) {
   int32_t p = 512;
   while (p < k) p <<= 1;
   return std::max(p, k + step_puts);
+}
+
+// The fused operator's groups of N = 256 take alternate tiles where a row's `cap` candidate
+// keys hold at least 2 K. There both warpgroups score every row, a step appends up to 128
+// keys per row, and there is no sampled start: a row climbs from tau = 0 by compactions, each
+// freeing cap - K slots, so K close to cap makes them many. Measured (fused, shared -> alternate tiles):
+// mxfp4 (cap 2,330) K = 512 18.04 -> 15.90 ms, K = 1024 18.27 -> 16.79, K = 2048 20.84 ->
+// 59.94; fp8 (cap 2,746) K = 512 20.18 -> 18.59, K = 2048 20.89 -> 23.70 (kReduced 16.47 ->
+// 18.64). cap >= fused_min_capacity(k, 128) as well: a vote interval of pairs fits.
+inline bool fused_takes_alternate256(int32_t heads, int32_t rows_per_group, int32_t k, int32_t cap) {
+  return heads * rows_per_group == 256 && int64_t(2) * k <= cap && cap >= fused_min_capacity(k, 128);
 }
 
 // Steps between compaction votes: the largest power of two <= max_every that keeps at least

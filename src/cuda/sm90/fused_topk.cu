@@ -17,10 +17,10 @@
 //   compact it: one radix histogram pass (radix_select.cuh, as TopK over logits) finds the
 //   lower edge of the digit bin holding the K-th key, the keys at or above it are kept (K
 //   and a few more; the exact K-th when that bin is too full) and tau rises to that edge.
-//   mxfp4 groups of N = 256 take alternate tiles (cuda::fused_takes_alternate256); fp8 ones
-//   share tiles: each warpgroup scores rows of its own and votes and compacts alone (128
-//   threads), after a sampled start (sampled_start.h); otherwise both warpgroups score every
-//   row and vote together.
+//   Groups of N = 256 take alternate tiles where the buffers hold 2 K keys
+//   (cuda::fused_takes_alternate256), else share tiles: each warpgroup scores rows of its own
+//   and votes and compacts alone (128 threads), after a sampled start (sampled_start.h);
+//   otherwise both warpgroups score every row and vote together.
 //   Exact and bounded by construction; the producer keeps filling the key ring meanwhile.
 //   Finish, per row: a last, exact compaction to min(K, n), then
 //   - one split: ordered by position through a bitmap of the window in the free key ring
@@ -153,14 +153,15 @@ struct FusedParams {
 constexpr uint32_t kGuessHeld = 2;  // the guess was used and at least K keys were >= it
 constexpr uint32_t kRepair = 1;     // the guess was above the K-th key: scored again without it
 
-// Groups of N = 256 of mxfp4 caches on alternate tiles (PagedScorer's kAlternate256;
-// cuda::fused_takes_alternate256): both warpgroups score every row, so a step is a pair of
-// tiles, the votes and compactions take all 256 consumer threads, and the tile order is the
-// plain one (no sampled start). fp8 groups share tiles: each warpgroup owns rows, after a
-// sampled start. Measured (docs/perf.md, session 27), 8,192 x 65,536: V4-Pro 18.27 -> 16.79 ms,
-// V4-Flash 18.04 -> 15.90, V4-Pro x 196,608 52.89 -> 46.33; V3.2 on alternate tiles 20.89 ->
-// 23.70 (kReduced 16.47 -> 18.64). Experiment knobs: FI_FUSED_N256_ALTERNATE=0 keeps shared
-// tiles everywhere, =2 takes alternate tiles for fp8 too; FI_FUSED_SAMPLED_PAIRS=1 starts
+// Groups of N = 256 on alternate tiles (PagedScorer's kAlternate256) where the candidate
+// buffers hold at least 2 K keys (cuda::fused_takes_alternate256): both warpgroups score every
+// row, so a step is a pair of tiles, the votes and compactions take all 256 consumer threads,
+// and the tile order is the plain one (no sampled start). Otherwise the warpgroups share
+// tiles: each owns rows, after a sampled start. Both kernels are built for every group of 256;
+// the host picks one per call (fused_topk). Measured (docs/perf.md, session 27), 8,192 x
+// 65,536: V4-Pro 18.27 -> 16.79 ms, V4-Flash 18.04 -> 15.90, V4-Pro x 196,608 52.89 -> 46.33.
+// Experiment knobs: FI_FUSED_N256_ALTERNATE=0 keeps shared tiles, =2 takes alternate tiles
+// wherever the capacity allows (fused_min_capacity(K, 128)); FI_FUSED_SAMPLED_PAIRS=1 starts
 // alternate tiles with a sampled start on pairs, the guess taken by all 256 consumer threads
 // (V4-Pro 17.28 ms: slower than without).
 #ifndef FI_FUSED_N256_ALTERNATE
@@ -169,9 +170,9 @@ constexpr uint32_t kRepair = 1;     // the guess was above the K-th key: scored 
 #ifndef FI_FUSED_SAMPLED_PAIRS
 #define FI_FUSED_SAMPLED_PAIRS 0
 #endif
-constexpr bool fused_alternate256(CacheFormat format, int heads, int rows) {
-  if (FI_FUSED_N256_ALTERNATE == 2) return heads * rows == 256;
-  return FI_FUSED_N256_ALTERNATE == 1 && cuda::fused_takes_alternate256(format == CacheFormat::kMxfp4, heads, rows);
+bool fused_alternate256(int heads, int rows, int32_t k, int32_t cap) {
+  if (FI_FUSED_N256_ALTERNATE == 2) return heads * rows == 256 && cap >= cuda::fused_min_capacity(k, 128);
+  return FI_FUSED_N256_ALTERNATE == 1 && cuda::fused_takes_alternate256(heads, rows, k, cap);
 }
 constexpr bool fused_sampled_pairs() { return FI_FUSED_SAMPLED_PAIRS != 0; }
 constexpr uint32_t step_puts(int heads, int rows, bool alternate) {
@@ -416,10 +417,9 @@ __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, Smem& sm,
 }
 
 // Grid: one CTA per (group, split), groups in reverse order, as dense_logits_kernel.
-template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
+template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy, bool kAlternate>
 __global__ void __launch_bounds__(kScorerThreads, 1)
     fused_topk_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ FusedParams f) {
-  constexpr bool kAlternate = fused_alternate256(kFormat, kHeads, kRows);
   using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, 2, kScorerStages, kAlternate, fused_sampled_pairs()>;
   using Layout = FusedLayout<typename Core::Smem, kRows>;
   extern __shared__ uint8_t smem_raw[];
@@ -471,13 +471,21 @@ __global__ void __launch_bounds__(kScorerThreads, 1)
 template <CacheFormat kFormat, int kHeads, int kRows>
 using LayoutOf = FusedLayout<ScorerSmem<kHeads * kRows, kFormat == CacheFormat::kMxfp4>, kRows>;
 
-template <CacheFormat kFormat, int kHeads, int kRows>
+template <CacheFormat kFormat, int kHeads, int kRows, bool kAlternate>
 cudaError_t launch(const ScorerArgs& a, const FusedParams& f, cudaStream_t stream) {
   const size_t smem = LayoutOf<kFormat, kHeads, kRows>::bytes(f.cap);
   auto kernel = a.accuracy == ScoreAccuracy::kReduced
-                    ? fused_topk_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kReduced>
-                    : fused_topk_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kFp32>;
+                    ? fused_topk_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kReduced, kAlternate>
+                    : fused_topk_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kFp32, kAlternate>;
   return launch_scorer_kernel(kernel, smem, stream, a, f);
+}
+// Groups of N = 256 on alternate or shared tiles; other groups take alternate tiles anyway.
+template <CacheFormat kFormat, int kHeads, int kRows>
+cudaError_t launch(const ScorerArgs& a, const FusedParams& f, bool alternate, cudaStream_t stream) {
+  if constexpr (kHeads * kRows == 256) {
+    if (alternate) return launch<kFormat, kHeads, kRows, true>(a, f, stream);
+  }
+  return launch<kFormat, kHeads, kRows, false>(a, f, stream);
 }
 
 }  // namespace
@@ -491,9 +499,8 @@ int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_
   });
 }
 
-int32_t fused_topk_min_capacity(CacheFormat format, int32_t k, int32_t heads, int32_t rows_per_group) {
-  return cuda::fused_min_capacity(
-      k, cuda::fused_step_puts(heads, rows_per_group, fused_alternate256(format, heads, rows_per_group)));
+int32_t fused_topk_min_capacity(int32_t k, int32_t heads, int32_t rows_per_group) {
+  return cuda::fused_min_capacity(k, cuda::fused_step_puts(heads, rows_per_group));  // shared tiles where N = 256
 }
 
 bool fused_topk_profile(unsigned long long (&out)[kFusedProfileSlots], bool reset) {
@@ -522,13 +529,17 @@ bool fused_barrier_phase_errors(uint32_t* errors, bool reset) {
 }
 
 namespace {
-bool alternate(const IndexerProblem& p, const cuda::ScorerPlan& plan) {
-  return fused_alternate256(p.cache.format, p.queries.num_heads, plan.rows_per_group);
+int32_t capacity(const IndexerProblem& p, const cuda::ScorerPlan& plan, size_t smem_limit) {
+  return fused_topk_capacity(p.cache.format, p.queries.num_heads, plan.rows_per_group, smem_limit);
+}
+bool alternate(const IndexerProblem& p, const cuda::ScorerPlan& plan, int32_t cap) {
+  return fused_alternate256(p.queries.num_heads, plan.rows_per_group, p.k, cap);
 }
 // The sampled start needs N = 256 on shared tiles (steps of one tile; or pairs under
 // FI_FUSED_SAMPLED_PAIRS) and one split (fused_sample_tiles).
-bool samples(const IndexerProblem& p, const cuda::ScorerPlan& plan) {
-  return int64_t(p.queries.num_heads) * plan.rows_per_group == 256 && (fused_sampled_pairs() || !alternate(p, plan));
+bool samples(const IndexerProblem& p, const cuda::ScorerPlan& plan, int32_t cap) {
+  return int64_t(p.queries.num_heads) * plan.rows_per_group == 256 &&
+         (fused_sampled_pairs() || !alternate(p, plan, cap));
 }
 size_t repair_flags_bytes(const IndexerProblem& p) { return size_t(p.rows.rows()) * sizeof(uint32_t); }
 }  // namespace
@@ -537,7 +548,7 @@ size_t fused_topk_workspace_bytes(const IndexerProblem& p, const cuda::ScorerPla
                                   const cuda::FusedStagedPlan& staged, size_t smem_limit) {
   if (fused_staged_applies(p, staged, smem_limit)) return fused_staged_workspace_bytes(p, staged);
   const size_t splits = plan.max_splits > 1 ? SplitCandidates::bytes(p.rows.rows(), plan.max_splits, p.k) : 0;
-  return std::max(splits, samples(p, plan) ? repair_flags_bytes(p) : size_t{0});
+  return std::max(splits, samples(p, plan, capacity(p, plan, smem_limit)) ? repair_flags_bytes(p) : size_t{0});
 }
 
 cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
@@ -547,19 +558,19 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   if (fused_staged_applies(p, args.staged, args.smem_limit))
     return fused_staged_topk(p, args.out, args.staged, args.workspace, stream);
   const ScorerArgs a = scorer_args(p, args.plan);
-  const bool pairs = alternate(p, args.plan);
-  const int32_t step = cuda::fused_step_puts(p.queries.num_heads, args.plan.rows_per_group, pairs);
   FusedParams f;
   f.out = args.out;
   f.k = p.k;
-  f.cap = fused_topk_capacity(p.cache.format, p.queries.num_heads, args.plan.rows_per_group, args.smem_limit);
+  f.cap = capacity(p, args.plan, args.smem_limit);
+  const bool pairs = alternate(p, args.plan, f.cap);
+  const int32_t step = cuda::fused_step_puts(p.queries.num_heads, args.plan.rows_per_group, pairs);
   f.by_rank = p.order == OutputOrder::kRank;
   f.ws = args.plan.splits > 1 ? SplitCandidates::in(args.workspace, rows, args.plan.splits, p.k) : SplitCandidates{};
-  if (f.cap < fused_topk_min_capacity(p.cache.format, p.k, p.queries.num_heads, args.plan.rows_per_group))
+  if (f.cap < fused_topk_min_capacity(p.k, p.queries.num_heads, args.plan.rows_per_group))
     return cudaErrorInvalidConfiguration;
   f.vote_every = cuda::fused_vote_interval(f.cap, f.k, step, FI_FUSED_MAX_VOTE_EVERY);
   f.vote_limit = uint32_t(cuda::fused_vote_limit(f.cap, step, f.vote_every));
-  const bool sampled = FI_FUSED_SAMPLE && args.plan.splits == 1 && samples(p, args.plan);
+  const bool sampled = FI_FUSED_SAMPLE && args.plan.splits == 1 && samples(p, args.plan, f.cap);
   // fused_sample_tiles counts steps: a pair of tiles each on alternate tiles.
   f.max_sample = sampled ? cuda::fused_sample_tiles(f.cap, f.k, step, f.vote_every) * (pairs ? 2 : 1) : 0;
   f.repair = f.max_sample > 0 ? static_cast<uint32_t*>(args.workspace) : nullptr;
@@ -567,7 +578,7 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   auto run = [&](const FusedParams& fp) {
     return with_scorer_shape(p.cache.format, p.queries.num_heads, args.plan.rows_per_group,
                              cudaErrorInvalidConfiguration,
-                             [&]<CacheFormat kF, int kH, int kR>() { return launch<kF, kH, kR>(a, fp, stream); });
+                             [&]<CacheFormat kF, int kH, int kR>() { return launch<kF, kH, kR>(a, fp, pairs, stream); });
   };
   cudaError_t e = run(f);
   if (e == cudaSuccess && f.max_sample > 0) {  // groups whose guess failed, scored again without it

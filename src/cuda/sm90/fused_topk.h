@@ -44,14 +44,14 @@ cudaError_t fused_staged_topk(const IndexerProblem& p, const TopKOutputs& out, c
 // 0 when the shape has no kernel.
 int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_group, size_t smem_limit);
 
-// The least capacity that K needs with this group shape and format (a step is one tile or a
-// pair: cuda::fused_takes_alternate256): room for K plus one step of appends, and for the
-// final sort (a power of two >= K, 512 at least).
-int32_t fused_topk_min_capacity(CacheFormat format, int32_t k, int32_t heads, int32_t rows_per_group);
+// The least capacity that K needs with this group shape: room for K plus one step of appends
+// (groups of N = 256 on shared tiles, one tile), and for the final sort (a power of two >= K,
+// 512 at least).
+int32_t fused_topk_min_capacity(int32_t k, int32_t heads, int32_t rows_per_group);
 
 // Caller-owned scratch: room for the splits' local top K (rows x plan.max_splits x K rank
 // keys) when rows can be split, and the sampled start's repair flags (rows x 4 bytes) when
-// groups of 256 query columns share tiles (fp8 caches); the larger of the two (one split uses the flags, several
+// groups of 256 query columns share tiles (cuda::fused_takes_alternate256 false); the larger of the two (one split uses the flags, several
 // the keys). Independent of max_context: plan_scorer bounds the splits by the SM count. Rows
 // that take the cluster path: fused_staged_workspace_bytes (at most 16 segments per row).
 size_t fused_topk_workspace_bytes(const IndexerProblem& p, const cuda::ScorerPlan& plan,
