@@ -320,24 +320,28 @@ TEST(GpuFused, SampledGuessHoldsOrIsRepaired) {
   for (const bool boost : {false, true}) expect_sampled_start(boost, 32768);
 }
 
-// The sampled start with H = 32: ragged fp8 prefill rows at K = 2048 (GLM-5's shape: groups of
-// 8 rows, N = 256, whose buffers hold fewer than 2 K keys, so they share tiles), 2 x SMs
-// groups, so one split each; causal windows, so the rows of a group differ in length.
+// The sampled start with H = 32: ragged fp8 prefill rows in groups of 8 (N = 256), 2 x SMs
+// groups, so one split each; causal windows, so the rows of a group differ in length. K is
+// just above half the capacity (~1,400 keys per row of 8 on the H200), so the groups share
+// tiles (cuda::fused_takes_alternate256) and start with a sample.
 // Exact against dense + TopK, and the workspace's flags show that the guesses ran.
 TEST(GpuFused, SampledStartWithThirtyTwoHeads) {
   SKIP_WITHOUT_GPU();
   int optin = 0, sms = 0;
   GPU_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
   GPU_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  constexpr int32_t kK = 2048, kRowsPerGroup = 8;
-  SyntheticSpec s = spec(CacheFormat::kFp8E4M3, Generator::kGaussian, int64_t(2) * sms * kRowsPerGroup, 1, 16384, kK, 94);
+  constexpr int32_t kRowsPerGroup = 8;
+  const int32_t cap = sm90::fused_topk_capacity(CacheFormat::kFp8E4M3, 32, kRowsPerGroup, size_t(optin));
+  const int32_t k = cap / 2 + 32;
+  ASSERT_FALSE(flashindexer::cuda::fused_takes_alternate256(32, kRowsPerGroup, k, cap)) << "cap " << cap;
+  ASSERT_GE(cap, sm90::fused_topk_min_capacity(k, 32, kRowsPerGroup)) << "cap " << cap;
+  SyntheticSpec s = spec(CacheFormat::kFp8E4M3, Generator::kGaussian, int64_t(2) * sms * kRowsPerGroup, 1, 16384, k, 94);
   s.num_heads = 32;
   const HostProblem h = make(s);
-  const int32_t cap = sm90::fused_topk_capacity(CacheFormat::kFp8E4M3, 32, kRowsPerGroup, size_t(optin));
-  const int32_t every = flashindexer::cuda::fused_vote_interval(cap, kK, 64);
+  const int32_t every = flashindexer::cuda::fused_vote_interval(cap, k, 64);
   const int32_t tiles = int32_t((h.window_end[0] + 63) / 64);  // the shortest window of the first group
-  ASSERT_GT(sm90::SampleOrder::plan(tiles, flashindexer::cuda::fused_sample_tiles(cap, kK, 64, every)).sample, 0)
-      << "cap " << cap << ", tiles " << tiles;
+  ASSERT_GT(sm90::SampleOrder::plan(tiles, flashindexer::cuda::fused_sample_tiles(cap, k, 64, every)).sample, 0)
+      << "cap " << cap << ", k " << k << ", tiles " << tiles;
   DeviceProblem d(h);
   FusedRun f(d.p);
   const int64_t rows = h.rows();
