@@ -53,9 +53,10 @@ constexpr int dense_consumer_wgs() {
 
 // Groups of N = 256 take alternate tiles (PagedScorer's kAlternate256) outside the FP16 chain
 // (cuda::dense_takes_alternate256: mxfp4 in both modes, fp8 in kReduced); the scores are the
-// same bits either way (the fused operator's groups take them for mxfp4). Measured (docs/perf.md, session 26): V4-Pro 8,192 x
-// 65,536 17.14 -> 14.87 ms (integer path), kReduced 14.25 -> 13.36; V3.2 kReduced 11.08 ->
-// 10.53. Experiment knob FI_DENSE_N256_ALTERNATE=0: both warpgroups on every tile.
+// same bits either way (the fused operator's rule is cuda::fused_takes_alternate256).
+// Measured (docs/perf.md, session 26): V4-Pro 8,192 x 65,536 17.14 -> 14.87 ms (integer
+// path), kReduced 14.25 -> 13.36; V3.2 kReduced 11.08 -> 10.53. Experiment knob
+// FI_DENSE_N256_ALTERNATE=0: both warpgroups on every tile.
 #ifndef FI_DENSE_N256_ALTERNATE
 #define FI_DENSE_N256_ALTERNATE 1
 #endif

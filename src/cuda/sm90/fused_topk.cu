@@ -6,20 +6,19 @@
 //   from the same scoring core under the same plan (paged_scorer.cuh: same bits), and the
 //   selection is exact under the same rank keys (rank_key.h), so sets, order and every
 //   output agree.
-// Algorithm: a scorer CTA (a group of R rows, one split of the positions) with a selecting
-//   sink. Each row owns a buffer of `cap` rank keys in shared memory and a threshold tau
-//   (0 at first, then a floor at or below the row's K-th best key): a score whose rank key
-//   beats tau is appended (shared atomic). The sink steps with both consumer warpgroups (a
-//   step is a pair of tiles, or one tile where they share tiles); every `vote_every` steps (a power of
-//   two up to 8, chosen on the host from the free room) a bar.red.or vote asks whether an
-//   append took a row past the limit (one vote interval of room below the end of its buffer:
-//   the thread whose append index is the limit knows it), and the threads that score the row
-//   compact it: one radix histogram pass (radix_select.cuh, as TopK over logits) finds the
-//   lower edge of the digit bin holding the K-th key, the keys at or above it are kept (K
-//   and a few more; the exact K-th when that bin is too full) and tau rises to that edge.
-//   Groups of N = 256 take alternate tiles where the buffers hold 2 K keys
-//   (cuda::fused_takes_alternate256), else share tiles: each warpgroup scores rows of its own
-//   and votes and compacts alone (128 threads), after a sampled start (sampled_start.h);
+// Algorithm: a scorer CTA (a group of R rows, one split of the positions) with a selecting sink.
+//   Each row owns a buffer of `cap` rank keys in shared memory and a threshold tau (0 at first,
+//   then a floor at or below the row's K-th best key): a score whose rank key beats tau is appended
+//   (shared atomic). The sink steps with both consumer warpgroups (a step is a pair of tiles, or
+//   one tile where they share tiles); every `vote_every` steps (a power of two up to 8, chosen on
+//   the host from the free room) a bar.red.or vote asks whether an append took a row past the limit
+//   (one vote interval of room below the end of its buffer: the thread whose append index is the
+//   limit knows it), and the threads that score the row compact it: one radix histogram pass
+//   (radix_select.cuh, as TopK over logits) finds the lower edge of the digit bin holding the K-th
+//   key, the keys at or above it are kept (K and a few more; the exact K-th when that bin is too
+//   full) and tau rises to that edge. Groups of N = 256 take alternate tiles where the buffers hold
+//   2 K keys (cuda::fused_takes_alternate256), else share tiles: each warpgroup scores rows of its
+//   own and votes and compacts alone (128 threads), after a sampled start (sampled_start.h);
 //   otherwise both warpgroups score every row and vote together.
 //   Exact and bounded by construction; the producer keeps filling the key ring meanwhile.
 //   Finish, per row: a last, exact compaction to min(K, n), then

@@ -51,8 +51,8 @@ int32_t fused_topk_min_capacity(int32_t k, int32_t heads, int32_t rows_per_group
 
 // Caller-owned scratch: room for the splits' local top K (rows x plan.max_splits x K rank
 // keys) when rows can be split, and the sampled start's repair flags (rows x 4 bytes) when
-// groups of 256 query columns share tiles (cuda::fused_takes_alternate256 false); the larger of the two (one split uses the flags, several
-// the keys). Independent of max_context: plan_scorer bounds the splits by the SM count. Rows
+// groups of 256 query columns share tiles (cuda::fused_takes_alternate256 false); the larger
+// of the two (one split uses the flags, several the keys). Independent of max_context: plan_scorer bounds the splits by the SM count. Rows
 // that take the cluster path: fused_staged_workspace_bytes (at most 16 segments per row).
 size_t fused_topk_workspace_bytes(const IndexerProblem& p, const cuda::ScorerPlan& plan,
                                   const cuda::FusedStagedPlan& staged, size_t smem_limit);

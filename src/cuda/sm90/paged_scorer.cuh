@@ -53,9 +53,8 @@
 //   mxfp4: raw tiles by cp.async into a 16-stage ring, nothing else; warpgroups 1 and 2
 //   consume: with N = 256 both read every tile (128 columns each, so a key tile from L2
 //   serves 256 columns), or, kAlternate256 (cuda::dense_takes_alternate256 and
-//   fused_takes_alternate256), alternate tiles
-//   with all 256 columns each (one m64n256 chain, one
-//   warpgroup's epilogue under the other's MMAs; its rare fp32 paths 64 columns at a time);
+//   fused_takes_alternate256), alternate tiles with all 256 columns each (one m64n256 chain,
+//   one warpgroup's epilogue under the other's MMAs; its rare fp32 paths 64 columns at a time);
 //   with N <= 128 they take alternate tiles. The dense kernel's
 //   register-key groups of N <= 64 and fp8 groups of N = 128 in the default mode (its
 //   prefill groups) run a third consumer warpgroup (512 threads, every third tile;
@@ -297,10 +296,9 @@ __device__ Smem& carve(uint8_t* raw) {
 // columns (one m64n256 chain: half the MMA instructions and key-tile reads per tile, and one
 // warpgroup's epilogue runs under the other's MMAs) instead of both on every tile, 128
 // columns each; a lockstep sink's step is then a pair of tiles. The FP16 chain (fp8, default
-// mode) can take it too (the fused operator's FI_FUSED_N256_ALTERNATE=2): each warpgroup then
-// converts only its own tiles' keys. kSampledPairs
-// (with kAlternate256): the tile order may start with a sample (sampled_start.h), as shared
-// tiles' may.
+// mode) can take it too (the fused operator at K <= cap / 2): each warpgroup then converts
+// only its own tiles' keys. kSampledPairs (with kAlternate256): the tile order may start
+// with a sample (sampled_start.h), as shared tiles' may.
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy, int kConsumerWgs = 2,
           int kRing = kScorerStages, bool kAlternate256 = false, bool kSampledPairs = false>
 struct PagedScorer {
