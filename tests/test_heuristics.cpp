@@ -219,7 +219,8 @@ TEST(Heuristics, AlternateTilesForGroupsOf256) {
   EXPECT_FALSE(fused_takes_alternate256(64, 4, 2048, 2330));  // measured 2.9x slower there
   EXPECT_TRUE(fused_takes_alternate256(64, 4, 512, 2746));
   EXPECT_FALSE(fused_takes_alternate256(64, 4, 2048, 2746));  // V3.2
-  EXPECT_FALSE(fused_takes_alternate256(32, 8, 2048, 2746));  // GLM-5
+  EXPECT_TRUE(fused_takes_alternate256(32, 8, 686, 1372));    // H = 32, fp8 rows of 8: cap 1,372
+  EXPECT_FALSE(fused_takes_alternate256(32, 8, 687, 1372));
   EXPECT_TRUE(fused_takes_alternate256(32, 8, 1024, 2048));   // 2 K = cap
   EXPECT_FALSE(fused_takes_alternate256(32, 8, 1025, 2048));
   EXPECT_FALSE(fused_takes_alternate256(64, 1, 512, 4096));   // decode next_n = 1: N = 64
