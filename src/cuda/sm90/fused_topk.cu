@@ -536,9 +536,8 @@ bool alternate(const IndexerProblem& p, const cuda::ScorerPlan& plan, int32_t ca
 }
 // The sampled start needs N = 256 on shared tiles (steps of one tile; or pairs under
 // FI_FUSED_SAMPLED_PAIRS) and one split (fused_sample_tiles).
-bool samples(const IndexerProblem& p, const cuda::ScorerPlan& plan, int32_t cap) {
-  return int64_t(p.queries.num_heads) * plan.rows_per_group == 256 &&
-         (fused_sampled_pairs() || !alternate(p, plan, cap));
+bool samples(const IndexerProblem& p, const cuda::ScorerPlan& plan, bool alternate256) {
+  return int64_t(p.queries.num_heads) * plan.rows_per_group == 256 && (fused_sampled_pairs() || !alternate256);
 }
 size_t repair_flags_bytes(const IndexerProblem& p) { return size_t(p.rows.rows()) * sizeof(uint32_t); }
 }  // namespace
@@ -547,7 +546,8 @@ size_t fused_topk_workspace_bytes(const IndexerProblem& p, const cuda::ScorerPla
                                   const cuda::FusedStagedPlan& staged, size_t smem_limit) {
   if (fused_staged_applies(p, staged, smem_limit)) return fused_staged_workspace_bytes(p, staged);
   const size_t splits = plan.max_splits > 1 ? SplitCandidates::bytes(p.rows.rows(), plan.max_splits, p.k) : 0;
-  return std::max(splits, samples(p, plan, capacity(p, plan, smem_limit)) ? repair_flags_bytes(p) : size_t{0});
+  const bool flags = samples(p, plan, alternate(p, plan, capacity(p, plan, smem_limit)));
+  return std::max(splits, flags ? repair_flags_bytes(p) : size_t{0});
 }
 
 cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
@@ -569,7 +569,7 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
     return cudaErrorInvalidConfiguration;
   f.vote_every = cuda::fused_vote_interval(f.cap, f.k, step, FI_FUSED_MAX_VOTE_EVERY);
   f.vote_limit = uint32_t(cuda::fused_vote_limit(f.cap, step, f.vote_every));
-  const bool sampled = FI_FUSED_SAMPLE && args.plan.splits == 1 && samples(p, args.plan, f.cap);
+  const bool sampled = FI_FUSED_SAMPLE && args.plan.splits == 1 && samples(p, args.plan, pairs);
   // fused_sample_tiles counts steps: a pair of tiles each on alternate tiles.
   f.max_sample = sampled ? cuda::fused_sample_tiles(f.cap, f.k, step, f.vote_every) * (pairs ? 2 : 1) : 0;
   f.repair = f.max_sample > 0 ? static_cast<uint32_t*>(args.workspace) : nullptr;
