@@ -219,20 +219,25 @@ TEST(Heuristics, AlternateTilesForGroupsOf256) {
   EXPECT_FALSE(fused_takes_alternate256(64, 4, 2048, 2330));  // measured 2.9x slower there
   EXPECT_TRUE(fused_takes_alternate256(64, 4, 512, 2746));
   EXPECT_FALSE(fused_takes_alternate256(64, 4, 2048, 2746));  // V3.2
-  EXPECT_TRUE(fused_takes_alternate256(32, 8, 686, 1372));    // H = 32, fp8 rows of 8: cap 1,372
-  EXPECT_FALSE(fused_takes_alternate256(32, 8, 687, 1372));
-  EXPECT_TRUE(fused_takes_alternate256(32, 8, 1024, 2048));   // 2 K = cap
+  // H = 32, fp8 rows of 8: cap 1,372. K = 512 leaves 860 free keys: measured slower there.
+  EXPECT_FALSE(fused_takes_alternate256(32, 8, 512, 1372));
+  EXPECT_TRUE(fused_takes_alternate256(32, 8, 348, 1372));    // 1,024 free
+  EXPECT_FALSE(fused_takes_alternate256(32, 8, 349, 1372));
+  EXPECT_TRUE(fused_takes_alternate256(32, 8, 1024, 2048));   // 2 K = cap, 1,024 free
   EXPECT_FALSE(fused_takes_alternate256(32, 8, 1025, 2048));
+  EXPECT_FALSE(fused_takes_alternate256(64, 4, 1400, 2746));  // 1,346 free, but 2 K > cap
+  EXPECT_FALSE(fused_takes_alternate256(64, 4, 1200, 2200));  // 2 K <= cap, but 1,000 free
   EXPECT_FALSE(fused_takes_alternate256(64, 1, 512, 4096));   // decode next_n = 1: N = 64
-  // Small K: 2 K fits, but the final sort needs 512 keys (fused_min_capacity).
-  EXPECT_FALSE(fused_takes_alternate256(64, 4, 8, 510));
-  EXPECT_TRUE(fused_takes_alternate256(64, 4, 8, 512));
-  EXPECT_FALSE(fused_takes_alternate256(64, 4, 400, 520));  // 2 K > cap
+  // Small K: the free room decides (it also holds the final sort's 512 keys, fused_min_capacity).
+  EXPECT_FALSE(fused_takes_alternate256(64, 4, 8, 1031));
+  EXPECT_TRUE(fused_takes_alternate256(64, 4, 8, 1032));
+  EXPECT_FALSE(fused_takes_alternate256(64, 4, 600, 1100));  // 2 K <= cap, 500 free
   for (int32_t k = 1; k <= 2048; k += 37)
     for (int32_t cap = 512; cap < 5000; cap += 97)
       if (fused_takes_alternate256(64, 4, k, cap)) {
         ASSERT_GE(cap, flashindexer::cuda::fused_min_capacity(k, 128)) << "k " << k << " cap " << cap;
         ASSERT_GE(cap, 2 * k) << "k " << k << " cap " << cap;
+        ASSERT_GE(cap - k, flashindexer::cuda::kFusedAlternateFreeKeys) << "k " << k << " cap " << cap;
       }
 }
 

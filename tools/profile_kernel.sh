@@ -52,6 +52,17 @@ def line(r):
 print("== the 60 instructions with the most stall samples")
 for r in sorted(data, key=lambda r: -num(r[col[samp]]))[:60]:
     print(line(r))
+print("== stall samples and executed instructions per 4 KiB of SASS (regions above 0.4%)")
+base = int(data[0][col['Address']], 16) if data else 0
+regions = {}
+for r in data:
+    reg = regions.setdefault((int(r[col['Address']], 16) - base) // 4096, [0.0, 0.0, r[col['Source']]])
+    reg[0] += num(r[col[samp]])
+    reg[1] += num(r[execd]) if execd is not None else 0.0
+for b, (s, e, first) in regions.items():
+    s, e = s / max(total, 1) * 100, e / max(total_exec, 1) * 100
+    if s > 0.4 or e > 0.4:
+        print(f"+{b * 4096:6x} {s:6.2f}% stall {e:6.2f}% exec  first: {first[:60]}")
 print("== every instruction, in address order (stall samples, share of executed instructions)")
 for r in data:
     print(line(r))

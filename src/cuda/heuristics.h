@@ -263,15 +263,19 @@ inline int32_t fused_min_capacity(int32_t k, int32_t step_puts) {
 }
 
 // The fused operator's groups of N = 256 take alternate tiles where a row's `cap` candidate
-// keys hold at least 2 K. There both warpgroups score every row, a step appends up to 128
-// keys per row, and there is no sampled start: a row climbs from tau = 0 by compactions, each
-// freeing cap - K slots, so K close to cap makes them many. Measured (fused, shared ->
-// alternate tiles, H = 64, 8,192 x 65,536): mxfp4 (cap 2,330) K = 512 18.04 -> 15.90 ms,
-// K = 1024 18.27 -> 16.79, K = 2048 20.84 -> 59.94; fp8 (cap 2,746) K = 512 20.18 -> 18.59,
-// K = 2048 20.89 -> 23.70 (kReduced 16.47 -> 18.64). And cap >= fused_min_capacity(k, 128):
+// keys hold at least 2 K and leave at least kFusedAlternateFreeKeys above K. There both
+// warpgroups score every row, a step appends up to 128 keys per row, and there is no sampled
+// start: a row climbs from tau = 0 by compactions, each freeing cap - K slots, so little room
+// above K makes them many. Measured (fused, shared -> alternate tiles, 8,192 x 65,536; free
+// keys cap - K in brackets): H = 64 mxfp4 (cap 2,330) K = 512 [1,818] 18.04 -> 15.90 ms,
+// K = 1024 [1,306] 18.27 -> 16.79, K = 2048 [282] 20.84 -> 59.94; fp8 (cap 2,746) K = 512
+// [2,234] 20.18 -> 18.59, K = 2048 [698] 20.89 -> 23.70 (kReduced 16.47 -> 18.64); H = 32 fp8
+// (rows of 8, cap 1,372) K = 512 [860] 11.41 -> 11.93. And cap >= fused_min_capacity(k, 128):
 // a vote interval of pairs fits.
+inline constexpr int32_t kFusedAlternateFreeKeys = 1024;  // between the measured 860 (slower) and 1,306 (faster)
 inline bool fused_takes_alternate256(int32_t heads, int32_t rows_per_group, int32_t k, int32_t cap) {
-  return heads * rows_per_group == 256 && int64_t(2) * k <= cap && cap >= fused_min_capacity(k, 128);
+  return heads * rows_per_group == 256 && int64_t(2) * k <= cap && int64_t(cap) - k >= kFusedAlternateFreeKeys &&
+         cap >= fused_min_capacity(k, 128);
 }
 
 // Steps between compaction votes: the largest power of two <= max_every that keeps at least

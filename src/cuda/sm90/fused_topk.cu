@@ -17,7 +17,7 @@
 //   (radix_select.cuh, as TopK over logits) finds the lower edge of the digit bin holding the K-th
 //   key, the keys at or above it are kept (K and a few more; the exact K-th when that bin is too
 //   full) and tau rises to that edge. Groups of N = 256 take alternate tiles where the buffers hold
-//   2 K keys (cuda::fused_takes_alternate256), else share tiles: each warpgroup scores rows of its
+//   2 K keys, 1,024 above K (cuda::fused_takes_alternate256), else share tiles: each warpgroup scores rows of its
 //   own and votes and compacts alone (128 threads), after a sampled start (sampled_start.h);
 //   otherwise both warpgroups score every row and vote together.
 //   Exact and bounded by construction; the producer keeps filling the key ring meanwhile.
@@ -153,7 +153,7 @@ constexpr uint32_t kGuessHeld = 2;  // the guess was used and at least K keys we
 constexpr uint32_t kRepair = 1;     // the guess was above the K-th key: scored again without it
 
 // Groups of N = 256 on alternate tiles (PagedScorer's kAlternate256) where the candidate
-// buffers hold at least 2 K keys (cuda::fused_takes_alternate256): both warpgroups score every
+// buffers hold at least 2 K keys and 1,024 above K (cuda::fused_takes_alternate256): both warpgroups score every
 // row, so a step is a pair of tiles, the votes and compactions take all 256 consumer threads,
 // and the tile order is the plain one (no sampled start). Otherwise the warpgroups share
 // tiles: each owns rows, after a sampled start. Both kernels are built for every group of 256;
@@ -244,6 +244,9 @@ struct SelectSink {
   // second barrier keeps appends out until all have read them, and the rows past limit
   // compact back below it.
   // kOwnRows: the vote and the compactions involve only the warpgroup that owns the rows.
+  // Whether step j votes (the rest return at once): the scorer's pipelined loop drains its
+  // MMAs before such a step (paged_scorer.cuh, consume_tiles_s8_halves).
+  __device__ bool acts(int j) const { return FI_FUSED_VOTES && (uint32_t(j) & vote_mask) == 0; }
   template <class Smem>
   __device__ void step(Smem& sm, int t, int j) {
     const uint32_t step_index = uint32_t(j);  // the loop's step: uniform, so the vote check is a uniform branch

@@ -55,7 +55,10 @@
 //   serves 256 columns), or, kAlternate256 (cuda::dense_takes_alternate256 and
 //   fused_takes_alternate256), alternate tiles with all 256 columns each (one m64n256 chain,
 //   one warpgroup's epilogue under the other's MMAs; its rare fp32 paths 64 columns at a time);
-//   with N <= 128 they take alternate tiles. The dense kernel's
+//   with N <= 128 they take alternate tiles. The dense operator's integer path on alternate
+//   tiles splits each tile into two m64n128 halves, one half's MMAs under the other's head
+//   sums, two tiles per loop iteration (consume_tiles_s8_halves, FI_SCORER_S8_HALVES; same
+//   bits). The dense kernel's
 //   register-key groups of N <= 64 and fp8 groups of N = 128 in the default mode (its
 //   prefill groups) run a third consumer warpgroup (512 threads, every third tile;
 //   dense_logits.cu); so do the fused decode clusters' groups of N <= 64 of
@@ -170,6 +173,16 @@ inline constexpr int kScorerStages = 8;  // key tiles in the ring (16 raw tiles 
 // knob: the E5M2 path everywhere).
 #ifndef FI_SCORER_S8
 #define FI_SCORER_S8 1
+#endif
+// The integer path on alternate tiles (kAlternate256) in two halves of 128 columns, one
+// half's MMAs in flight under the other half's head sums (consume_tiles_s8_halves). Order
+// only, same scores. Measured (docs/perf.md, session 28, V4-Pro 8,192 x 65,536): the dense
+// scorer 1-2% faster; the fused kernel 2.5-3.4% slower, its producer's FP4 conversion then
+// the bound (6% faster than one chain with the conversion skipped). 0: one m64n256 chain
+// per tile everywhere; 1 (default): halves for sinks that do not step (dense); 2: halves
+// for the fused sink too.
+#ifndef FI_SCORER_S8_HALVES
+#define FI_SCORER_S8_HALVES 1
 #endif
 
 // mxfp4 only: raw key tiles as stored, before their conversion (E5M2 or s8).
@@ -840,17 +853,20 @@ struct PagedScorer {
     if constexpr (kQ + 1 < kNw / 64) score_slices<kS8Blocks, kQ + 1>(wr, s, desc_k, desc_q, word0, word1);
   }
 
-  // add_head_sums<false> over the integer chain's accumulators.
-  __device__ static void add_head_sums_s8(const int32_t (&iacc)[kNw / 2], const Weights& wr,
-                                          float (&s)[kRowsW][2]) {
+  // add_head_sums<false> over the integer chain's accumulators: kE / 4 column blocks from
+  // block kB0 on (all of them, or one half's 128 columns: consume_tiles_s8_halves), into
+  // the sums of their rows.
+  template <int kB0 = 0, int kE = kNw / 2>
+  __device__ static void add_head_sums_s8(const int32_t (&iacc)[kE], const Weights& wr,
+                                          float (&s)[kE * 2 / kHeads][2]) {
 #pragma unroll
-    for (int b = 0; b < kNw / 8; ++b) {
-      const int r = (b * 8) / kHeads;
+    for (int e = 0; e < kE / 4; ++e) {
+      const int b = kB0 + e, r = (b * 8) / kHeads - (kB0 * 8) / kHeads;
       const float2 w = wr[b];
-      s[r][0] = fmaf(w.x, relu_s8(iacc[4 * b]), s[r][0]);
-      s[r][0] = fmaf(w.y, relu_s8(iacc[4 * b + 1]), s[r][0]);
-      s[r][1] = fmaf(w.x, relu_s8(iacc[4 * b + 2]), s[r][1]);
-      s[r][1] = fmaf(w.y, relu_s8(iacc[4 * b + 3]), s[r][1]);
+      s[r][0] = fmaf(w.x, relu_s8(iacc[4 * e]), s[r][0]);
+      s[r][0] = fmaf(w.y, relu_s8(iacc[4 * e + 1]), s[r][0]);
+      s[r][1] = fmaf(w.x, relu_s8(iacc[4 * e + 2]), s[r][1]);
+      s[r][1] = fmaf(w.y, relu_s8(iacc[4 * e + 3]), s[r][1]);
     }
   }
 
@@ -1025,20 +1041,23 @@ struct PagedScorer {
   // Sums the head sums s[rw][j] of the quad's four lanes, scattering the results: each
   // sum is (a + b) + (c + d) of the lanes' partials (xor 1, then xor 2), the same bits on
   // every lane that an all-reduce in that order gives, with a quarter of its shuffles.
-  __device__ static void quad_reduce_scatter(const float (&s)[kRowsW][2], int x, float (&out)[kOut]) {
+  // kR < kRowsW: the first kR rows of a set (one half's, consume_tiles_s8_halves); output w
+  // depends on rows 2 w and 2 w + 1 alone.
+  template <int kR = kRowsW>
+  __device__ static void quad_reduce_scatter(const float (&s)[kR][2], int x, float (&out)[kR >= 2 ? kR / 2 : 1]) {
     const bool b0 = x & 1, b1 = x & 2;
-    float h[kRowsW];
+    float h[kR];
 #pragma unroll
-    for (int rw = 0; rw < kRowsW; ++rw) {
+    for (int rw = 0; rw < kR; ++rw) {
       const float keep = b0 ? s[rw][1] : s[rw][0];
       const float send = b0 ? s[rw][0] : s[rw][1];
       h[rw] = keep + __shfl_xor_sync(0xFFFFFFFFu, send, 1);
     }
-    if constexpr (kRowsW == 1) {
+    if constexpr (kR == 1) {
       out[0] = h[0] + __shfl_xor_sync(0xFFFFFFFFu, h[0], 2);
     } else {
 #pragma unroll
-      for (int w = 0; w < kOut; ++w) {
+      for (int w = 0; w < kR / 2; ++w) {
         const float keep = b1 ? h[2 * w + 1] : h[2 * w];
         const float send = b1 ? h[2 * w] : h[2 * w + 1];
         out[w] = keep + __shfl_xor_sync(0xFFFFFFFFu, send, 2);
@@ -1055,14 +1074,184 @@ struct PagedScorer {
   // The integer path's loop is its own instance (kUseS8), so neither path holds the
   // other's accumulators.
   template <class Sink>
-  __device__ static void consume(Smem& sm, int cw, Sink& sink) {
+  __device__ __forceinline__ static void consume(Smem& sm, int cw, Sink& sink) {
     if constexpr (kS8) {
       if (sm.q_s8) {
-        consume_tiles<true>(sm, cw, sink);
+        if constexpr (kAlternate256 && (FI_SCORER_S8_HALVES == 2 || (FI_SCORER_S8_HALVES == 1 && !Sink::kLockstep))) {
+          consume_tiles_s8_halves(sm, cw, sink);
+        } else {
+          consume_tiles<true>(sm, cw, sink);
+        }
         return;
       }
     }
     consume_tiles<false>(sm, cw, sink);
+  }
+
+  // kAlternate256's integer path, software-pipelined within the warpgroup. A tile's
+  // columns are two halves of 128 (whole rows: H = 64, rows 0-1 | 2-3; H = 32, 0-3 | 4-7),
+  // each one s8 m64n128 chain of four k32 steps, so one half's MMAs run under the other's
+  // head sums. ptxas serialises every WGMMA of the kernel when a group stays in flight
+  // across a loop's back edge (C7514), so each iteration takes two of the warpgroup's
+  // tiles, i and i2 = i + 2, and ends with nothing in flight:
+  //   A(i) B(i) | wait A(i), put A(i) | A(i2) | wait B(i), put B(i) | B(i2) |
+  //   wait A(i2), put A(i2) | wait B(i2), put B(i2)
+  // Three of the four halves' MMAs run under head sums. Where tile i or i2 is flagged
+  // (wide), i2 is past the end, or a lockstep sink's step between them acts (votes,
+  // compactions: they run with no MMA in flight), the tiles go one at a time instead
+  // (A B | wait A, put A | wait B, put B; a flagged tile: score_slices). Every put of a
+  // tile precedes the sink's next acting step, as in consume_tiles.
+  // Registers: 2 x 64 accumulators, as the m64n256 chain's 128.
+  template <class Sink>
+  __device__ __forceinline__ static void consume_tiles_s8_halves(Smem& sm, int cw_in, Sink& sink) {
+    static_assert(kAlternate256 && kRowsW % 2 == 0 && kOut % 2 == 0, "two halves of whole rows");
+    constexpr int kHalfOut = kOut / 2;
+    const int cw = ptx::warp_uniform(cw_in);  // alternate tiles: known-uniform, as consume_tiles
+    const int t = threadIdx.x - 128;
+    const int lane = t & 31, warp = (t >> 5) & 3;
+    const int m0 = warp * 16 + (lane >> 2), m1 = m0 + 8;
+    const int x = lane & 3;
+    const int m = (x & 1) ? m1 : m0;
+    const uint64_t desc_q = ptx::smem_desc_sw128(sm.q);
+    const uint64_t desc_q_b = desc_q + uint64_t(128 * 128 / 16);  // column 128 on
+    int r_of[kOut];
+    int64_t row_of[kOut];
+    int32_t start[kOut], end[kOut];
+    bool nan[kOut];
+#pragma unroll
+    for (int w = 0; w < kOut; ++w) {
+      r_of[w] = out_row(w, x);
+      const GroupRow& gr = sm.rows[r_of[w]];
+      row_of[w] = gr.row;
+      start[w] = gr.start;
+      end[w] = gr.end;
+      nan[w] = false;
+    }
+    const Weights wr(sm, 0);
+    PassCursor pass(sm);
+    const int num_tiles = sm.num_tiles;
+    const SampleOrder order = sm.order;
+    const int steps = Sink::kLockstep ? (num_tiles + 1) / 2 : (num_tiles - cw + 1) / 2;
+    // One tile of this warpgroup: its stage, scale words and position, after its full barrier.
+    struct Tile {
+      int stage, tile;
+      uint32_t word0, word1;
+      bool wide;
+      float ks;
+      uint64_t desc_k;
+    };
+    auto open = [&](int i) {
+      Tile tl;
+      tl.stage = ptx::warp_uniform(i % kStages);
+      tl.tile = tile_at(order, i);
+      ptx::mbar_wait(&sm.full[tl.stage], (i / kStages) & 1);
+      tl.word0 = __float_as_uint(sm.kscale[tl.stage][m0]);
+      tl.word1 = __float_as_uint(sm.kscale[tl.stage][m1]);
+      tl.wide = sm.ring.wide[tl.stage] == uint32_t(i + 1);
+      const float ks0 = s8_key_scale(tl.word0, tl.wide), ks1 = s8_key_scale(tl.word1, tl.wide);
+      tl.ks = (x & 1) ? ks1 : ks0;
+      tl.desc_k = ptx::smem_desc_sw128(sm.k[tl.stage]);
+      return tl;
+    };
+    auto put = [&](int w, int64_t pos, float v) {
+      if (((pass.mask >> r_of[w]) & 1) && pos >= start[w] && pos < end[w]) {
+        nan[w] |= isnan(v);
+        sink.put(r_of[w], row_of[w], pos, v);
+      }
+    };
+    auto issue = [](int32_t (&acc)[64], uint64_t desc_k, uint64_t dq) {
+      ptx::wgmma_fence();
+      WgmmaS8<128>::first(acc, desc_k, dq);
+#pragma unroll
+      for (int kk = 1; kk < 4; ++kk) WgmmaS8<128>::mma(acc, desc_k + 2 * kk, dq + 2 * kk, 1);
+      ptx::wgmma_commit();
+    };
+    // Puts half h of tile tl from its accumulators (their group retired); half B also
+    // releases the stage.
+    auto finish = [&](auto half, int32_t (&acc)[64], const Tile& tl) {
+      constexpr int h = decltype(half)::value;
+      ptx::fence_registers(acc);
+      if constexpr (h == 1) ptx::mbar_arrive(&sm.empty[tl.stage]);
+      pass.seek(sm, tl.tile);
+      const int64_t pos = pass.tile_first(tl.tile) + m;
+      float s[kRowsW / 2][2];
+#pragma unroll
+      for (int r = 0; r < kRowsW / 2; ++r) s[r][0] = s[r][1] = 0.0f;
+      add_head_sums_s8<h * 16, 64>(acc, wr, s);
+      float out[kHalfOut];
+      quad_reduce_scatter<kRowsW / 2>(s, x, out);
+#pragma unroll
+      for (int w = 0; w < kHalfOut; ++w) put(h * kHalfOut + w, pos, out[w] * tl.ks);
+    };
+    using HalfA = std::integral_constant<int, 0>;
+    using HalfB = std::integral_constant<int, 1>;
+    int32_t acc_a[64], acc_b[64];
+    auto one_tile = [&](const Tile& tl) {
+      if (tl.wide) {  // rare: the whole tile in fp32 slices
+        float s[kRowsW][2];
+#pragma unroll
+        for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = 0.0f;
+        score_slices<true>(wr, s, tl.desc_k, desc_q, tl.word0, tl.word1);
+        ptx::mbar_arrive(&sm.empty[tl.stage]);
+        pass.seek(sm, tl.tile);
+        float out[kOut];
+        quad_reduce_scatter(s, x, out);
+        const int64_t pos = pass.tile_first(tl.tile) + m;
+#pragma unroll
+        for (int w = 0; w < kOut; ++w) put(w, pos, out[w] * tl.ks);
+        return;
+      }
+      issue(acc_a, tl.desc_k, desc_q);
+      issue(acc_b, tl.desc_k, desc_q_b);
+      ptx::wgmma_wait<1>();
+      finish(HalfA{}, acc_a, tl);
+      ptx::wgmma_wait<0>();
+      finish(HalfB{}, acc_b, tl);
+    };
+    // j: this warpgroup's tile index (tile i = cw + 2 j), also the lockstep step.
+    for (int j = 0; j < steps; j += 2) {
+      const int i = cw + 2 * j, i2 = i + 2;
+      if constexpr (Sink::kLockstep) sink.step(sm, t, j);
+      if (i >= num_tiles) {  // lockstep: the second warpgroup's missing last tile
+        if constexpr (Sink::kLockstep) {
+          if (j + 1 < steps) sink.step(sm, t, j + 1);
+        }
+        continue;
+      }
+      bool pair = j + 1 < steps && i2 < num_tiles;
+      if constexpr (Sink::kLockstep) pair = pair && !sink.acts(j + 1);
+      const Tile t1 = open(i);
+      if (!pair || t1.wide) {
+        one_tile(t1);
+        if (j + 1 < steps) {
+          if constexpr (Sink::kLockstep) sink.step(sm, t, j + 1);
+          if (i2 < num_tiles) one_tile(open(i2));
+        }
+        continue;
+      }
+      issue(acc_a, t1.desc_k, desc_q);
+      issue(acc_b, t1.desc_k, desc_q_b);
+      ptx::wgmma_wait<1>();
+      finish(HalfA{}, acc_a, t1);
+      const Tile t2 = open(i2);
+      if (t2.wide) {
+        ptx::wgmma_wait<0>();
+        finish(HalfB{}, acc_b, t1);
+        one_tile(t2);
+        continue;
+      }
+      issue(acc_a, t2.desc_k, desc_q);
+      ptx::wgmma_wait<1>();
+      finish(HalfB{}, acc_b, t1);
+      issue(acc_b, t2.desc_k, desc_q_b);
+      ptx::wgmma_wait<1>();
+      finish(HalfA{}, acc_a, t2);
+      ptx::wgmma_wait<0>();
+      finish(HalfB{}, acc_b, t2);
+    }
+#pragma unroll
+    for (int w = 0; w < kOut; ++w)
+      if (nan[w]) sm.rows[r_of[w]].nan = 1;
   }
 
   template <bool kUseS8, class Sink>
