@@ -17,9 +17,9 @@
 //   (radix_select.cuh, as TopK over logits) finds the lower edge of the digit bin holding the K-th
 //   key, the keys at or above it are kept (K and a few more; the exact K-th when that bin is too
 //   full) and tau rises to that edge. Groups of N = 256 take alternate tiles where the buffers hold
-//   2 K keys, 1,024 above K (cuda::fused_takes_alternate256), else share tiles: each warpgroup scores rows of its
-//   own and votes and compacts alone (128 threads), after a sampled start (sampled_start.h);
-//   otherwise both warpgroups score every row and vote together.
+//   2 K keys, 1,024 of them above K (cuda::fused_takes_alternate256), else share tiles: each
+//   warpgroup scores rows of its own and votes and compacts alone (128 threads), after a sampled
+//   start (sampled_start.h); otherwise both warpgroups score every row and vote together.
 //   Exact and bounded by construction; the producer keeps filling the key ring meanwhile.
 //   Finish, per row: a last, exact compaction to min(K, n), then
 //   - one split: ordered by position through a bitmap of the window in the free key ring
@@ -153,11 +153,11 @@ constexpr uint32_t kGuessHeld = 2;  // the guess was used and at least K keys we
 constexpr uint32_t kRepair = 1;     // the guess was above the K-th key: scored again without it
 
 // Groups of N = 256 on alternate tiles (PagedScorer's kAlternate256) where the candidate
-// buffers hold at least 2 K keys and 1,024 above K (cuda::fused_takes_alternate256): both warpgroups score every
-// row, so a step is a pair of tiles, the votes and compactions take all 256 consumer threads,
-// and the tile order is the plain one (no sampled start). Otherwise the warpgroups share
-// tiles: each owns rows, after a sampled start. Both kernels are built for every group of 256;
-// the host picks one per call (fused_topk). Measured (docs/perf.md, session 27), 8,192 x
+// buffers hold at least 2 K keys and 1,024 above K (cuda::fused_takes_alternate256): both
+// warpgroups score every row, so a step is a pair of tiles, the votes and compactions take all
+// 256 consumer threads, and the tile order is the plain one (no sampled start). Otherwise the
+// warpgroups share tiles: each owns rows, after a sampled start. Both kernels are built for
+// every group of 256; the host picks one per call (fused_topk). Measured (docs/perf.md, session 27), 8,192 x
 // 65,536: V4-Pro 18.27 -> 16.79 ms, V4-Flash 18.04 -> 15.90, V4-Pro x 196,608 52.89 -> 46.33.
 // Experiment knobs: FI_FUSED_N256_ALTERNATE=0 keeps shared tiles, =2 takes alternate tiles
 // wherever the capacity allows (fused_min_capacity(K, 128)); FI_FUSED_SAMPLED_PAIRS=1 starts
@@ -250,7 +250,7 @@ struct SelectSink {
   template <class Smem>
   __device__ void step(Smem& sm, int t, int j) {
     const uint32_t step_index = uint32_t(j);  // the loop's step: uniform, so the vote check is a uniform branch
-    if (!FI_FUSED_VOTES || (step_index & vote_mask) != 0) return;
+    if (!acts(j)) return;
     const long long t0 = clock.now();
     const bool full = crossed;
     crossed = false;
