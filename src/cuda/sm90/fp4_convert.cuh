@@ -24,9 +24,16 @@ __device__ __forceinline__ float ue8m0_value(uint32_t e) {
   return __int_as_float(int(bits));
 }
 
+// Block b's UE8M0 exponent, byte b of a vector's scale word: one byte permute (a shift and
+// a mask otherwise).
+__device__ __forceinline__ uint32_t block_exponent(uint32_t scales4, uint32_t b) {
+  return __byte_perm(scales4, 0u, 0x4440u | b);
+}
+
 // Largest of the four block exponents of one vector (0xFF if any block is NaN).
 __device__ __forceinline__ uint32_t max_block_exponent(uint32_t scales4) {
-  const uint32_t b0 = scales4 & 0xFF, b1 = (scales4 >> 8) & 0xFF, b2 = (scales4 >> 16) & 0xFF, b3 = scales4 >> 24;
+  const uint32_t b0 = block_exponent(scales4, 0), b1 = block_exponent(scales4, 1);
+  const uint32_t b2 = block_exponent(scales4, 2), b3 = block_exponent(scales4, 3);
   return max(max(b0, b1), max(b2, b3));
 }
 
@@ -83,7 +90,8 @@ __device__ __forceinline__ void e2m1_block_to_s8(const uint4& in, uint32_t shift
 
 // Least of the four block exponents of one vector (max_block_exponent: the largest).
 __device__ __forceinline__ uint32_t min_block_exponent(uint32_t scales4) {
-  const uint32_t b0 = scales4 & 0xFF, b1 = (scales4 >> 8) & 0xFF, b2 = (scales4 >> 16) & 0xFF, b3 = scales4 >> 24;
+  const uint32_t b0 = block_exponent(scales4, 0), b1 = block_exponent(scales4, 1);
+  const uint32_t b2 = block_exponent(scales4, 2), b3 = block_exponent(scales4, 3);
   return min(min(b0, b1), min(b2, b3));
 }
 

@@ -438,7 +438,7 @@ struct PagedScorer {
       }
       if constexpr (kMx) {
         const uint32_t s4 = live ? q_scale_word(q, gr.row, h) : 0u;
-        const uint32_t e_c = (s4 >> (8 * c)) & 0xFF;
+        const uint32_t e_c = block_exponent(s4, c);
         uint4 lo, hi;
         if (q_s8) {
           e2m1_block_to_s8(v, e_c - min_block_exponent(s4), lo, hi);
@@ -518,28 +518,6 @@ struct PagedScorer {
                                : int64_t(pm.table[int64_t(sm.passes[p].request) * pm.table_row_stride + index]);
   }
 
-  // Page ids 32 tiles ahead of use, for a warp that takes the tiles first + stride j
-  // (j = 0, 1, ...): lane l holds the page of j = 32 b + l of the current batch b and of the
-  // next one, so the page-table read never stalls the copy issue.
-  struct PageAhead {
-    int64_t cur, next;
-    int first, stride;
-    __device__ void start(const ScorerArgs& a, const Smem& sm, int first_tile = 0, int tile_stride = 1) {
-      const int lane = threadIdx.x & 31;
-      first = first_tile;
-      stride = tile_stride;
-      cur = tile_page(a, sm, first + stride * lane);
-      next = tile_page(a, sm, first + stride * (32 + lane));
-    }
-    __device__ int64_t page(const ScorerArgs& a, const Smem& sm, int j) {
-      if (j > 0 && (j & 31) == 0) {
-        cur = next;
-        next = tile_page(a, sm, first + stride * (j + 32 + (threadIdx.x & 31)));
-      }
-      return __shfl_sync(0xFFFFFFFFu, cur, j & 31);
-    }
-  };
-
   // The key values and scales of step j's tile in global memory.
   struct TileSource {
     const uint8_t* values;  // [64, 128 | 64] bytes
@@ -555,16 +533,46 @@ struct PagedScorer {
     return {base + token0 * kValueBytes, base + ps * kValueBytes + token0 * 4};
   }
 
+  // Tile sources 32 tiles ahead of use, for a warp that takes the tiles first + stride j
+  // (j = 0, 1, ...): lane l holds the addresses of j = 32 b + l of the current batch b and
+  // the page of the next one, so the page-table read never stalls the copy issue and a
+  // tile's addresses cost the warp four shuffles (the pass lookup and the 64-bit address
+  // arithmetic run once per 32 tiles, lane-parallel).
+  struct SourceAhead {
+    TileSource cur;
+    int64_t next;  // page of j = 32 (b + 1) + lane; -1 past the last step
+    int first, stride;
+    __device__ void set(const ScorerArgs& a, const Smem& sm, int j, int64_t page) {
+      if (page >= 0) cur = tile_source(a, sm, first + stride * j, page);
+    }
+    __device__ void start(const ScorerArgs& a, const Smem& sm, int first_tile = 0, int tile_stride = 1) {
+      const int lane = threadIdx.x & 31;
+      first = first_tile;
+      stride = tile_stride;
+      cur = {nullptr, nullptr};
+      set(a, sm, lane, tile_page(a, sm, first + stride * lane));
+      next = tile_page(a, sm, first + stride * (32 + lane));
+    }
+    __device__ TileSource source(const ScorerArgs& a, const Smem& sm, int j) {
+      if (j > 0 && (j & 31) == 0) {
+        const int lane = threadIdx.x & 31;
+        set(a, sm, j + lane, next);
+        next = tile_page(a, sm, first + stride * (j + 32 + lane));
+      }
+      return {ptx::shfl_pointer(cur.values, j & 31), ptx::shfl_pointer(cur.scales, j & 31)};
+    }
+  };
+
   // fp8: every byte goes straight to its swizzled place by cp.async; the stage's full
   // barrier completes when all 128 producer threads' copies have landed. Up to kStages
   // tiles in flight.
   __device__ static void produce_fp8(const ScorerArgs& a, Smem& sm) {
     const int tid = threadIdx.x;  // 0..127
-    PageAhead pages;
-    pages.start(a, sm);
+    SourceAhead sources;
+    sources.start(a, sm);
     for (int i = 0; i < sm.num_tiles; ++i) {
       const int stage = i % kStages;
-      const TileSource src = tile_source(a, sm, i, pages.page(a, sm, i));
+      const TileSource src = sources.source(a, sm, i);
       ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
@@ -582,10 +590,9 @@ struct PagedScorer {
   // unshifted if it spreads wider than kS8MaxShift, which also flags the tile (a shared
   // atomicMax of i + 1: no reset, no barrier among the producers); kscale holds the scale
   // words as stored, from which the consumers take the key scale and block factors.
-  __device__ static void issue_raw(const ScorerArgs& a, Smem& sm, int i, int64_t page) {
+  __device__ static void issue_raw(Smem& sm, int i, const TileSource& src) {
     const int tid = threadIdx.x;
     const int slot = i % Mxfp4RawRing::kRaw;
-    const TileSource src = tile_source(a, sm, i, page);
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       const int c = tid + 128 * u;  // block c & 3 of token c >> 2
@@ -599,16 +606,16 @@ struct PagedScorer {
     const int tid = threadIdx.x;
     const int n = sm.num_tiles;
     const bool q_s8 = kS8 && sm.q_s8;
-    PageAhead pages;  // indexed by the tile being issued (kAhead tiles ahead of conversion)
-    pages.start(a, sm);
+    SourceAhead sources;  // indexed by the tile being issued (kAhead tiles ahead of conversion)
+    sources.start(a, sm);
     for (int j = 0; j < kAhead; ++j) {
-      const int64_t page = pages.page(a, sm, j);
-      if (j < n) issue_raw(a, sm, j, page);
+      const TileSource src = sources.source(a, sm, j);
+      if (j < n) issue_raw(sm, j, src);
       ptx::cp_async_commit();
     }
     for (int i = 0; i < n; ++i) {
-      const int64_t page = pages.page(a, sm, i + kAhead);
-      if (i + kAhead < n) issue_raw(a, sm, i + kAhead, page);
+      const TileSource src = sources.source(a, sm, i + kAhead);
+      if (i + kAhead < n) issue_raw(sm, i + kAhead, src);
       ptx::cp_async_commit();
       ptx::cp_async_wait<kAhead>();  // this thread's copies of tile i have landed
       const int stage = i % kStages, slot = i % Mxfp4RawRing::kRaw;
@@ -618,7 +625,7 @@ struct PagedScorer {
         const int c = tid + 128 * u, token = c >> 2, block = c & 3;
         const uint4 v = *reinterpret_cast<const uint4*>(sm.ring.raw[slot] + c * 16);
         const uint32_t s4 = sm.ring.raw_scale[slot][c];
-        const uint32_t emax = max_block_exponent(s4), e_b = (s4 >> (8 * block)) & 0xFF;
+        const uint32_t emax = max_block_exponent(s4), e_b = block_exponent(s4, block);
         uint4 lo, hi;
         float scale;
         if (q_s8) {  // s8: twice the E2M1 value, shifted to the token's least block exponent
@@ -654,11 +661,11 @@ struct PagedScorer {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (warp >= kRawWarps) return;
     const uint32_t dst0 = raw_offset(lane >> 2, lane & 3);  // + 512 u for token + 8 u
-    PageAhead pages;
-    pages.start(a, sm, warp, kRawWarps);
+    SourceAhead sources;
+    sources.start(a, sm, warp, kRawWarps);
     for (int j = 0, i = warp; i < sm.num_tiles; ++j, i += kRawWarps) {
       const int stage = i % kStages;
-      const TileSource src = tile_source(a, sm, i, pages.page(a, sm, j));
+      const TileSource src = sources.source(a, sm, j);
       ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
 #pragma unroll
       for (int u = 0; u < 8; ++u) {  // chunk lane & 3 of token (lane >> 2) + 8 u: the rotation is u's
@@ -800,7 +807,7 @@ struct PagedScorer {
   // at a time (fewer registers) and the conversions through I2F.
   __device__ static float s8_block_factor(uint32_t word, int b) {
     const int emax = int(max_block_exponent(word)), emin = int(min_block_exponent(word));
-    const int e = emax - emin > int(kS8MaxShift) ? int((word >> (8 * b)) & 0xFF) : emin;
+    const int e = emax - emin > int(kS8MaxShift) ? int(block_exponent(word, b)) : emin;
     return __int_as_float(max(e - emax + 127, 0) << 23);
   }
   // Columns [c0, c0 + kCols) of a flagged tile: acc[i] is element c0 / 2 + i of the whole
@@ -913,7 +920,7 @@ struct PagedScorer {
   // accuracy modes (a single FP8 chain would need the shifted values; kReduced gains nothing).
   // 2^(e_b - e_max + 14) for block b of a token's scale word (0 below 2^-126).
   __device__ static float block_factor(uint32_t s4, int emax, int b) {
-    return __int_as_float(max(int((s4 >> (8 * b)) & 0xFF) - emax + 127 + 14, 0) << 23);
+    return __int_as_float(max(int(block_exponent(s4, b)) - emax + 127 + 14, 0) << 23);
   }
   __device__ static void mma_tile_reg(float (&acc)[kNw / 2], const uint8_t* raw, const uint32_t* words, int m0,
                                       uint64_t desc_q, uint64_t* empty, float& ks0, float& ks1) {

@@ -140,6 +140,11 @@ __device__ __forceinline__ void fence_registers(int32_t (&r)[kN]) {
 // the compiler knows to be so: lane 0's, broadcast. Arithmetic on it can then use the uniform
 // datapath (e.g. WGMMA descriptors in uniform registers).
 __device__ __forceinline__ int warp_uniform(int x) { return __shfl_sync(0xFFFFFFFFu, x, 0); }
+// Lane `lane`'s pointer, to every lane of the warp (two shuffles).
+template <class T>
+__device__ __forceinline__ T* shfl_pointer(T* p, int lane) {
+  return reinterpret_cast<T*>(__shfl_sync(0xFFFFFFFFu, static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p)), lane));
+}
 
 // Descriptor of a K-major operand tile in shared memory with the 128-byte swizzle:
 // rows of exactly 128 bytes (one fp8 head vector, D = 128), 8-row atoms of 1024 bytes
