@@ -213,8 +213,12 @@ TEST(Heuristics, AlternateTilesForGroupsOf256) {
   EXPECT_FALSE(dense_takes_alternate256(true, 32, 8));
   EXPECT_FALSE(dense_takes_alternate256(false, 64, 2));  // N = 128: not a group of 256
   static_assert(dense_takes_alternate256(false, 64, 4));  // usable in templates
-  // The H200's capacities (H = 64, R = 4): mxfp4 2,330, fp8 2,746.
-  EXPECT_TRUE(fused_takes_alternate256(64, 4, 512, 2330));    // V4-Flash
+  // The H200's capacities (H = 64, R = 4): mxfp4 2,458 (2,330 before session 29's smaller raw
+  // ring), fp8 2,746.
+  EXPECT_TRUE(fused_takes_alternate256(64, 4, 512, 2458));    // V4-Flash
+  EXPECT_TRUE(fused_takes_alternate256(64, 4, 1024, 2458));   // V4-Pro
+  EXPECT_FALSE(fused_takes_alternate256(64, 4, 2048, 2458));
+  EXPECT_TRUE(fused_takes_alternate256(64, 4, 512, 2330));
   EXPECT_TRUE(fused_takes_alternate256(64, 4, 1024, 2330));   // V4-Pro
   EXPECT_FALSE(fused_takes_alternate256(64, 4, 2048, 2330));  // measured 2.9x slower there
   EXPECT_TRUE(fused_takes_alternate256(64, 4, 512, 2746));
@@ -270,7 +274,7 @@ TEST(Heuristics, SampledPairsStayWithinTheVoteLimit) {
       ASSERT_LE(tiles * 64, fused_vote_limit(cap, 128, every)) << "k " << k << " cap " << cap;
       ASSERT_EQ(tiles % 2, 0);
     }
-  // mxfp4 prefill on the H200 (cap 2,330, K = 512): votes every 4 steps, 2 x 12 = 24 sample
+  // mxfp4 prefill on the H200 until session 29 (cap 2,330, K = 512): votes every 4 steps, 2 x 12 = 24 sample
   // tiles, as many as shared tiles take (24 steps of one tile, votes every 8).
   EXPECT_EQ(fused_vote_interval(2330, 512, 128), 4);
   EXPECT_EQ(fused_sample_tiles(2330, 512, 128, 4), 12);

@@ -10,6 +10,7 @@
 #   usage: [TESTS=gtest-filter|none] [TESTS_<name>=filter|none] [SHARDS=4] [SANITIZE=0]
 #          [SANITIZE_<name>=0|1] [SANITIZE_RUNS_<name>="tool:filter ..."] [SANITIZE_TIMEOUT=300] [TOPK_POINTS="..."] [TOPK_POINTS_<name>="..."]
 #          [POINTS="..."] [POINTS_<name>="..."] [BENCH_ARGS=--full] [BENCH_ARGS_<name>="..."] [TORCH=1]
+#          [TEST_TIMEOUT=400] (seconds per gtest shard; the logs come back as $OUT/tests_<name>.tgz)
 #          tools/device_prebuilt.sh [name=build/dir ...]     (default: release=build/release)
 # Per variant: the tests (filter TESTS_<name>, else TESTS, else 'Gpu*': the GPU label) when
 # dir/tests/flashindexer_tests was carried, in SHARDS gtest shards run side by side on the GPU;
@@ -83,7 +84,7 @@ for v in "${variants[@]}"; do
     fi
     start=$SECONDS pids=()
     for ((i = 0; i < shards; i++)); do
-      GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout 400 "$tests" --gtest_filter="$vfilter" \
+      GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "${TEST_TIMEOUT:-400}" "$tests" --gtest_filter="$vfilter" \
         > "/tmp/tests_${name}_$i.log" 2>&1 & pids+=($!)
     done
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
@@ -92,6 +93,13 @@ for v in "${variants[@]}"; do
     nfail=$(grep -cE '^\[  FAILED  \] [A-Za-z]' "/tmp/tests_$name.log")
     echo "$name tests ($vfilter, $shards shards, $((SECONDS - start)) s): $npass passed, $nfail failed" | tee -a "$OUT/prebuilt.txt"
     grep -E '^\[  FAILED  \] [A-Za-z]|Failure' "/tmp/tests_$name.log" | head -20 | tee -a "$OUT/prebuilt.txt"
+    # A shard stopped by its timeout prints no summary: name the test it was running.
+    for ((i = 0; i < shards; i++)); do
+      grep -q '^\[==========\]' "/tmp/tests_${name}_$i.log" && [ "$(grep -c '^\[==========\]' "/tmp/tests_${name}_$i.log")" -ge 2 ] ||
+        echo "$name shard $i did not finish; last test started: $(grep '^\[ RUN      \]' "/tmp/tests_${name}_$i.log" | tail -1)" |
+        tee -a "$OUT/prebuilt.txt"
+    done
+    tar -czf "$OUT/tests_$name.tgz" -C /tmp $(cd /tmp && ls tests_"${name}"_*.log)
     for ((i = 0; i < ${#san_pids[@]}; i++)); do
       wait "${san_pids[$i]}"
       status=$?

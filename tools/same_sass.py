@@ -3,8 +3,8 @@
 
 A and B are static libraries (libflashindexer.a) or object files. For every CUDA object
 member present in both (or the members named by --member), each kernel function's SASS
-instructions are compared (addresses stripped; anonymous-namespace hashes kept, so build
-the two from the same file names). One line per kernel: same / DIFF, instructions A -> B,
+instructions are compared (addresses and anonymous-namespace path hashes stripped, so two
+checkouts' builds compare). One line per kernel: same / DIFF, instructions A -> B,
 the span from the first to the last WGMMA of the function (instructions between them: the
 gaps that session 24 found costing 3-10%, docs/perf.md) and its R2UR moves. Exits 1 if any
 kernel differs, so a refactor or a default-off knob can prove that the tested kernels are
@@ -48,7 +48,8 @@ def kernels(tool, obj):
     text = subprocess.run([tool, "-sass", obj], check=True, capture_output=True, text=True).stdout
     out = {}
     for part in text.split("\n\t\tFunction : ")[1:]:
-        name = part.split("\n", 1)[0].strip()
+        # Anonymous-namespace tags hash the source path: strip them, so builds of two checkouts compare.
+        name = re.sub(r"\d+_GLOBAL__N__[0-9a-f]+_\d+_\w+?_cu_[0-9a-f]{8}", "ANON", part.split("\n", 1)[0].strip())
         out[name] = [re.sub(r"^\s+/\*[0-9a-f]+\*/\s+", "", line).split(";")[0].strip()
                      for line in part.split("\n") if re.match(r"\s+/\*[0-9a-f]{4,}\*/", line)]
     return out

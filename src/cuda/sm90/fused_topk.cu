@@ -32,7 +32,7 @@
 //   writes on all 256 consumer threads (named barrier 1).
 // Shared memory: the scorer's (N = 256: fp8 131 KiB, mxfp4 144 KiB) + 8 KiB of radix
 //   histogram + R x cap x 8 B of candidates, cap = what fits under the opt-in limit
-//   (H200, H = 64, R = 4: fp8 2,746, mxfp4 2,330).
+//   (H200, H = 64, R = 4: fp8 2,746, mxfp4 2,458).
 // Decode rows take fused_staged.cu instead where its plan applies (a cluster per row segment;
 //   speculative rows while B x context <= 4M positions; the dispatch is in fused_topk()).
 // Measured (docs/perf.md, sessions 25-27): bit-identical to dense + TopK everywhere; prefill

@@ -48,8 +48,9 @@
 //   the weights. mxfp4 values are rewritten as E5M2 on chip (fp4_convert.cuh).
 // Warp roles (384 threads): warpgroup 0 produces key tiles into an 8-stage ring (mbarrier
 //   full/empty): fp8 bytes by cp.async straight to their swizzled place; mxfp4 by cp.async
-//   into a raw ring, then converted to E5M2 by the thread that copied them, who fences them
-//   for the async proxy (fp8: each consumer fences after the full barrier); register-key
+//   into a raw ring, then converted to E5M2 or s8 by the thread that copied them (two blocks
+//   of one token), who fences them for the async proxy (fp8: each consumer fences after the
+//   full barrier); register-key
 //   mxfp4: raw tiles by cp.async into a 16-stage ring, nothing else; warpgroups 1 and 2
 //   consume: with N = 256 both read every tile (128 columns each, so a key tile from L2
 //   serves 256 columns), or, kAlternate256 (cuda::dense_takes_alternate256 and
@@ -71,7 +72,7 @@
 //   group-wide work (the fused operator's compactions) between the steps' puts.
 // Shared memory: Q N x 128 B (fp8 caches: N x 256 B, room for the f16 queries of the
 //   default mode) + 8 x (8 KiB keys + 256 B scales) + N weights + metadata; mxfp4 adds a
-//   raw ring of 9 x 5 KiB tiles (N = 256: fp8 131 KiB, mxfp4 144 KiB); register-key mxfp4:
+//   raw ring of 9 x 4.5 KiB tiles (N = 256: fp8 131 KiB, mxfp4 139 KiB); register-key mxfp4:
 //   Q N x 128 B + 16 x (4 KiB raw keys + 256 B scale words) (N = 64: 77 KiB).
 #pragma once
 
@@ -185,11 +186,12 @@ inline constexpr int kScorerStages = 8;  // key tiles in the ring (16 raw tiles 
 #define FI_SCORER_S8_HALVES 1
 #endif
 
-// mxfp4 only: raw key tiles as stored, before their conversion (E5M2 or s8).
+// mxfp4 only: raw key tiles as stored, before their conversion (E5M2 or s8): thread t's two
+// 16-byte chunks (blocks 2 (t % 2) and 2 (t % 2) + 1 of token t / 2) at chunks t and t + 128.
 struct Mxfp4RawRing {
   static constexpr int kRaw = 9;                             // 8 in flight + 1 converting
-  alignas(16) uint8_t raw[kRaw][cuda::kScorerTile * 64];     // [64, 64] packed E2M1
-  uint32_t raw_scale[kRaw][cuda::kScorerTile * 4];           // the token scale word of each chunk
+  alignas(16) uint8_t raw[kRaw][cuda::kScorerTile * 64];     // [2][128] 16-byte chunks of packed E2M1
+  uint32_t raw_scale[kRaw][2 * cuda::kScorerTile];           // [128] thread t's token's scale word
   uint32_t wide[kScorerStages];  // integer path: i + 1 when tile i (in this stage) holds a wide token
 };
 struct NoRawRing {};
@@ -533,6 +535,29 @@ struct PagedScorer {
     return {base + token0 * kValueBytes, base + ps * kValueBytes + token0 * 4};
   }
 
+  // Page ids 32 tiles ahead of use, for a warp that takes the tiles first + stride j
+  // (j = 0, 1, ...): lane l holds the page of j = 32 b + l of the current batch b and of the
+  // next one, so the page-table read never stalls the copy issue (the fp8 producer; the
+  // mxfp4 producers take SourceAhead, below).
+  struct PageAhead {
+    int64_t cur, next;
+    int first, stride;
+    __device__ void start(const ScorerArgs& a, const Smem& sm, int first_tile = 0, int tile_stride = 1) {
+      const int lane = threadIdx.x & 31;
+      first = first_tile;
+      stride = tile_stride;
+      cur = tile_page(a, sm, first + stride * lane);
+      next = tile_page(a, sm, first + stride * (32 + lane));
+    }
+    __device__ int64_t page(const ScorerArgs& a, const Smem& sm, int j) {
+      if (j > 0 && (j & 31) == 0) {
+        cur = next;
+        next = tile_page(a, sm, first + stride * (j + 32 + (threadIdx.x & 31)));
+      }
+      return __shfl_sync(0xFFFFFFFFu, cur, j & 31);
+    }
+  };
+
   // Tile sources 32 tiles ahead of use, for a warp that takes the tiles first + stride j
   // (j = 0, 1, ...): lane l holds the addresses of j = 32 b + l of the current batch b and
   // the page of the next one, so the page-table read never stalls the copy issue and a
@@ -568,11 +593,11 @@ struct PagedScorer {
   // tiles in flight.
   __device__ static void produce_fp8(const ScorerArgs& a, Smem& sm) {
     const int tid = threadIdx.x;  // 0..127
-    SourceAhead sources;
-    sources.start(a, sm);
+    PageAhead pages;
+    pages.start(a, sm);
     for (int i = 0; i < sm.num_tiles; ++i) {
       const int stage = i % kStages;
-      const TileSource src = sources.source(a, sm, i);
+      const TileSource src = tile_source(a, sm, i, pages.page(a, sm, i));
       ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
@@ -584,21 +609,21 @@ struct PagedScorer {
     }
   }
 
-  // mxfp4: raw bytes by cp.async into a ring of kRaw tiles, kRawAhead tiles ahead; each
-  // thread converts the chunks it copied itself, then stores E5M2 or s8 swizzled and fences
-  // for the tensor cores. Integer path: each token shifted to its least block exponent, or
-  // unshifted if it spreads wider than kS8MaxShift, which also flags the tile (a shared
-  // atomicMax of i + 1: no reset, no barrier among the producers); kscale holds the scale
-  // words as stored, from which the consumers take the key scale and block factors.
+  // mxfp4: raw bytes by cp.async into a ring of kRaw tiles, kRawAhead tiles ahead. Thread t
+  // copies, and then converts, blocks 2 h and 2 h + 1 of token t / 2 (h = t % 2): 32
+  // contiguous bytes and the token's scale word, so it waits on its own copies only (no
+  // barrier among the producers; session 29 measured a barrier with coalesced copies slower
+  // in the dense scorer) and analyses one scale word per tile. It stores E5M2 or s8 swizzled
+  // and fences for the tensor cores. Integer path: each token shifted to its least block
+  // exponent, or unshifted if it spreads wider than kS8MaxShift, which also flags the tile (a
+  // shared atomicMax of i + 1: no reset, no barrier among the producers); kscale holds the
+  // scale words as stored, from which the consumers take the key scale and block factors.
   __device__ static void issue_raw(Smem& sm, int i, const TileSource& src) {
     const int tid = threadIdx.x;
     const int slot = i % Mxfp4RawRing::kRaw;
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const int c = tid + 128 * u;  // block c & 3 of token c >> 2
-      ptx::cp_async16(sm.ring.raw[slot] + c * 16, src.values + c * 16);
-      ptx::cp_async4(&sm.ring.raw_scale[slot][c], src.scales + (c >> 2) * 4);
-    }
+    for (int u = 0; u < 2; ++u) ptx::cp_async16(sm.ring.raw[slot] + (tid + 128 * u) * 16, src.values + tid * 32 + u * 16);
+    ptx::cp_async4(&sm.ring.raw_scale[slot][tid], src.scales + (tid >> 1) * 4);
   }
 
   __device__ static void produce_mx(const ScorerArgs& a, Smem& sm) {
@@ -606,6 +631,7 @@ struct PagedScorer {
     const int tid = threadIdx.x;
     const int n = sm.num_tiles;
     const bool q_s8 = kS8 && sm.q_s8;
+    const int token = tid >> 1, h = tid & 1;
     SourceAhead sources;  // indexed by the tile being issued (kAhead tiles ahead of conversion)
     sources.start(a, sm);
     for (int j = 0; j < kAhead; ++j) {
@@ -615,32 +641,33 @@ struct PagedScorer {
     }
     for (int i = 0; i < n; ++i) {
       const TileSource src = sources.source(a, sm, i + kAhead);
-      if (i + kAhead < n) issue_raw(sm, i + kAhead, src);
+      if (i + kAhead < n) issue_raw(sm, i + kAhead, src);  // into tile i - 1's raw slot, which this thread converted
       ptx::cp_async_commit();
       ptx::cp_async_wait<kAhead>();  // this thread's copies of tile i have landed
       const int stage = i % kStages, slot = i % Mxfp4RawRing::kRaw;
       ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
+      if constexpr (FI_SCORER_PRODUCER_CONVERT != 0) {
+        const uint32_t s4 = sm.ring.raw_scale[slot][tid];
+        const uint32_t emax = max_block_exponent(s4), emin = min_block_exponent(s4);
+        const bool wide = q_s8 && emax - emin > kS8MaxShift;
 #pragma unroll
-      for (int u = 0; u < (FI_SCORER_PRODUCER_CONVERT ? 2 : 0); ++u) {
-        const int c = tid + 128 * u, token = c >> 2, block = c & 3;
-        const uint4 v = *reinterpret_cast<const uint4*>(sm.ring.raw[slot] + c * 16);
-        const uint32_t s4 = sm.ring.raw_scale[slot][c];
-        const uint32_t emax = max_block_exponent(s4), e_b = block_exponent(s4, block);
-        uint4 lo, hi;
-        float scale;
-        if (q_s8) {  // s8: twice the E2M1 value, shifted to the token's least block exponent
-          const uint32_t emin = min_block_exponent(s4);
-          const bool wide = emax - emin > kS8MaxShift;
-          e2m1_block_to_s8(v, wide ? 0 : e_b - emin, lo, hi);
-          if (wide && block == 0) atomicMax(&sm.ring.wide[stage], uint32_t(i + 1));
-          scale = __uint_as_float(s4);
-        } else {
-          e2m1_block_to_e5m2(v, emax - e_b, lo, hi);
-          scale = ue8m0_value(emax);
+        for (int u = 0; u < 2; ++u) {
+          const int block = 2 * h + u;
+          const uint4 v = *reinterpret_cast<const uint4*>(sm.ring.raw[slot] + (tid + 128 * u) * 16);
+          const uint32_t e_b = block_exponent(s4, block);
+          uint4 lo, hi;
+          if (q_s8) {  // s8: twice the E2M1 value, shifted to the token's least block exponent
+            e2m1_block_to_s8(v, wide ? 0 : e_b - emin, lo, hi);
+          } else {
+            e2m1_block_to_e5m2(v, emax - e_b, lo, hi);
+          }
+          *reinterpret_cast<uint4*>(sm.k[stage] + ptx::sw128_offset(token, 2 * block)) = lo;
+          *reinterpret_cast<uint4*>(sm.k[stage] + ptx::sw128_offset(token, 2 * block + 1)) = hi;
         }
-        *reinterpret_cast<uint4*>(sm.k[stage] + ptx::sw128_offset(token, 2 * block)) = lo;
-        *reinterpret_cast<uint4*>(sm.k[stage] + ptx::sw128_offset(token, 2 * block + 1)) = hi;
-        if (block == 0) sm.kscale[stage][token] = scale;
+        if (h == 0) {
+          sm.kscale[stage][token] = q_s8 ? __uint_as_float(s4) : ue8m0_value(emax);
+          if (wide) atomicMax(&sm.ring.wide[stage], uint32_t(i + 1));
+        }
       }
       ptx::fence_proxy_async_smem();
       ptx::mbar_arrive(&sm.full[stage]);
