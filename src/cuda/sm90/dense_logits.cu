@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(128 * (1 + dense_consumer_wgs<kFormat, kHeads,
     } else if constexpr (Core::kSplitRegs) {
       ptx::regs_dealloc<kProducerRegs>();
     }
-    Core::produce(a, sm);
+    Core::template produce<2>(a, sm);  // mxfp4 N = 256: two tiles per step (the producer bounds this kernel)
   } else {
     if constexpr (kWgs == 3) {
       ptx::regs_alloc<152>();  // 128 x 40 + 384 x 152 <= 512 x 128, the launch's registers

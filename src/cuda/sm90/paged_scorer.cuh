@@ -49,8 +49,8 @@
 // Warp roles (384 threads): warpgroup 0 produces key tiles into an 8-stage ring (mbarrier
 //   full/empty): fp8 bytes by cp.async straight to their swizzled place; mxfp4 by cp.async
 //   into a raw ring, then converted to E5M2 or s8 by the thread that copied them (two blocks
-//   of one token), who fences them for the async proxy (fp8: each consumer fences after the
-//   full barrier); register-key
+//   of one token), who fences them for the async proxy (the dense operator two tiles per
+//   step, produce<2>; fp8: each consumer fences after the full barrier); register-key
 //   mxfp4: raw tiles by cp.async into a 16-stage ring, nothing else; warpgroups 1 and 2
 //   consume: with N = 256 both read every tile (128 columns each, so a key tile from L2
 //   serves 256 columns), or, kAlternate256 (cuda::dense_takes_alternate256 and
@@ -626,6 +626,80 @@ struct PagedScorer {
     ptx::cp_async4(&sm.ring.raw_scale[slot][tid], src.scales + (tid >> 1) * 4);
   }
 
+  // produce_mx on two tiles per step (the dense operator's groups, produce<2>): the path (s8
+  // or E5M2) a template parameter, each thread's conversions of two tiles interleaved (each
+  // is a latency chain), one proxy fence per step; kRaw - 2 tiles ahead. kT = 1: an odd
+  // count's last tile. Same bytes in the same places as produce_mx.
+  static constexpr int kMxAhead2 = Mxfp4RawRing::kRaw - 2;
+  template <bool kQs8, int kT>
+  __device__ static void produce_mx_step(const ScorerArgs& a, Smem& sm, SourceAhead& sources, int i, int n) {
+    const int tid = threadIdx.x;
+    const int token = tid >> 1, h = tid & 1;
+#pragma unroll
+    for (int t = 0; t < 2; ++t) {  // two commit groups per step, whatever kT
+      const int j = i + t + kMxAhead2;
+      const TileSource src = sources.source(a, sm, j);
+      if (j < n) issue_raw(sm, j, src);  // into tile j - kRaw's slot, converted the step before
+      ptx::cp_async_commit();
+    }
+    ptx::cp_async_wait<kMxAhead2>();  // this thread's copies of tiles i, i + 1 have landed
+    uint32_t s4[kT], emax[kT], emin[kT];
+    bool wide[kT];
+#pragma unroll
+    for (int t = 0; t < kT; ++t) {
+      s4[t] = sm.ring.raw_scale[(i + t) % Mxfp4RawRing::kRaw][tid];
+      emax[t] = max_block_exponent(s4[t]);
+      emin[t] = min_block_exponent(s4[t]);
+      wide[t] = kQs8 && emax[t] - emin[t] > kS8MaxShift;
+    }
+#pragma unroll
+    for (int t = 0; t < kT; ++t) ptx::mbar_wait(&sm.empty[(i + t) % kStages], (((i + t) / kStages) & 1) ^ 1);
+#pragma unroll
+    for (int u = 0; u < (FI_SCORER_PRODUCER_CONVERT != 0 ? 2 : 0); ++u) {
+      const int block = 2 * h + u;
+#pragma unroll
+      for (int t = 0; t < kT; ++t) {
+        const int slot = (i + t) % Mxfp4RawRing::kRaw, stage = (i + t) % kStages;
+        const uint4 v = *reinterpret_cast<const uint4*>(sm.ring.raw[slot] + (tid + 128 * u) * 16);
+        const uint32_t e_b = block_exponent(s4[t], block);
+        uint4 lo, hi;
+        if constexpr (kQs8) {
+          e2m1_block_to_s8(v, wide[t] ? 0 : e_b - emin[t], lo, hi);
+        } else {
+          e2m1_block_to_e5m2(v, emax[t] - e_b, lo, hi);
+        }
+        *reinterpret_cast<uint4*>(sm.k[stage] + ptx::sw128_offset(token, 2 * block)) = lo;
+        *reinterpret_cast<uint4*>(sm.k[stage] + ptx::sw128_offset(token, 2 * block + 1)) = hi;
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kT; ++t) {
+      if (FI_SCORER_PRODUCER_CONVERT != 0 && h == 0) {
+        const int stage = (i + t) % kStages;
+        sm.kscale[stage][token] = kQs8 ? __uint_as_float(s4[t]) : ue8m0_value(emax[t]);
+        if (wide[t]) atomicMax(&sm.ring.wide[stage], uint32_t(i + t + 1));
+      }
+    }
+    ptx::fence_proxy_async_smem();
+#pragma unroll
+    for (int t = 0; t < kT; ++t) ptx::mbar_arrive(&sm.full[(i + t) % kStages]);
+  }
+  template <bool kQs8>
+  __device__ static void produce_mx_pairs(const ScorerArgs& a, Smem& sm) {
+    const int n = sm.num_tiles;
+    SourceAhead sources;
+    sources.start(a, sm);
+    for (int j = 0; j < kMxAhead2; ++j) {
+      const TileSource src = sources.source(a, sm, j);
+      if (j < n) issue_raw(sm, j, src);
+      ptx::cp_async_commit();
+    }
+    int i = 0;
+    for (; i + 1 < n; i += 2) produce_mx_step<kQs8, 2>(a, sm, sources, i, n);
+    if (i < n) produce_mx_step<kQs8, 1>(a, sm, sources, i, n);
+    ptx::cp_async_wait<0>();
+  }
+
   __device__ static void produce_mx(const ScorerArgs& a, Smem& sm) {
     constexpr int kAhead = Mxfp4RawRing::kRaw - 1;
     const int tid = threadIdx.x;
@@ -703,9 +777,20 @@ struct PagedScorer {
     }
   }
 
+  // kTilesPerStep: tiles per step of the converting mxfp4 producer (N = 256): 2 where the
+  // producer bounds the kernel (the dense operator: V4-Pro 8,192 x 65,536 4.3% faster), 1 where
+  // the consumers do (the fused operator, 2.2% slower with 2: two tiles arrive together, later;
+  // docs/perf.md, session 30).
+  template <int kTilesPerStep = 1>
   __device__ static void produce(const ScorerArgs& a, Smem& sm) {
+    static_assert(kTilesPerStep == 1 || kTilesPerStep == 2);
     if constexpr (kRegKeys) {
       produce_raw(a, sm);
+    } else if constexpr (kMx && kTilesPerStep == 2) {
+      if constexpr (kS8) {
+        if (sm.q_s8) return produce_mx_pairs<true>(a, sm);
+      }
+      produce_mx_pairs<false>(a, sm);
     } else if constexpr (kMx) {
       produce_mx(a, sm);
     } else {
