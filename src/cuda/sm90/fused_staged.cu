@@ -30,8 +30,9 @@
 //   instead: CTA r runs steps 1-4 for row r over both CTAs' stages (the other's through
 //   distributed shared memory) and finishes it, so the rows are selected side by side.
 // Warp roles: warpgroup 0 produces, 1-3 consume, each on every third tile (mxfp4 and fp8
-//   pairs: setmaxnreg 48 / 152, back to 128 after the scoring; fp8 rows alone: 128 registers
-//   throughout); then all 512 threads select.
+//   pairs: setmaxnreg 48 / 152, back to 128 after the scoring, each warpgroup's warps meeting
+//   on a named barrier before the second; fp8 rows alone: 128 registers throughout); then all
+//   512 threads select.
 // Shared memory: max(scorer 77-100 KiB (a pair's ~91 KiB: 7 key tiles in its ring),
 //   RowSelector storage ~88 KiB), which the selection aliases once the scoring is done, + the
 //   stages (per row max(chunk x 4 B, 16 KiB: rank order sorts K keys there); at most 128 KiB,
@@ -454,6 +455,10 @@ __device__ void select_own_row(const cg::cluster_group& cluster, const ScorerArg
 template <int kRows>
 constexpr int kStagedRing = kRows == 2 ? 7 : kScorerStages;
 
+// Named barriers 9-12: warpgroup w's warps before their second setmaxnreg (the scorer's own
+// are 1-8).
+constexpr int kRegsBarrier = 9;
+
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 __global__ void __launch_bounds__(kThreads, 1)
     fused_staged_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ StagedParams f) {
@@ -479,15 +484,27 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     Core::setup(a, sm, group, c0, c1);  // ends with a CTA barrier
 
-    if (threadIdx.x < 128) {
+    // A warpgroup's warps synchronize between two setmaxnreg (PTX ISA: "all warps in the
+    // warpgroup must synchronize explicitly before executing subsequent setmaxnreg
+    // instructions"): a named barrier per warpgroup (kRegsBarrier + warpgroup). Without it
+    // a producer that ran ahead of its neighbours (session 30: the fp8 producer on
+    // SourceAhead) left barrier 0 one phase off between warpgroups, and the selection hung.
+    const int wg = int(threadIdx.x) / 128;
+    if (wg == 0) {
       if constexpr (Core::kSplitRegs && kMoveRegs) ptx::regs_dealloc<FI_STAGED_PRODUCER_REGS>();
       Core::produce(a, sm);
-      if constexpr (Core::kSplitRegs && kMoveRegs) ptx::regs_alloc<128>();
+      if constexpr (Core::kSplitRegs && kMoveRegs) {
+        ptx::named_barrier(kRegsBarrier, 128);
+        ptx::regs_alloc<128>();
+      }
     } else {
       if constexpr (Core::kSplitRegs && kMoveRegs) ptx::regs_alloc<kConsumerRegs>();
       StageSink sink{stage, int32_t(c0), stride};
-      Core::consume(sm, int(threadIdx.x) / 128 - 1, sink);
-      if constexpr (Core::kSplitRegs && kMoveRegs) ptx::regs_dealloc<128>();
+      Core::consume(sm, wg - 1, sink);
+      if constexpr (Core::kSplitRegs && kMoveRegs) {
+        ptx::named_barrier(kRegsBarrier + wg, 128);
+        ptx::regs_dealloc<128>();
+      }
     }
   }
   __syncthreads();  // every score is staged; the consumers' NaN flags are in sm.rows

@@ -535,29 +535,6 @@ struct PagedScorer {
     return {base + token0 * kValueBytes, base + ps * kValueBytes + token0 * 4};
   }
 
-  // Page ids 32 tiles ahead of use, for a warp that takes the tiles first + stride j
-  // (j = 0, 1, ...): lane l holds the page of j = 32 b + l of the current batch b and of the
-  // next one, so the page-table read never stalls the copy issue (the fp8 producer; the
-  // mxfp4 producers take SourceAhead, below).
-  struct PageAhead {
-    int64_t cur, next;
-    int first, stride;
-    __device__ void start(const ScorerArgs& a, const Smem& sm, int first_tile = 0, int tile_stride = 1) {
-      const int lane = threadIdx.x & 31;
-      first = first_tile;
-      stride = tile_stride;
-      cur = tile_page(a, sm, first + stride * lane);
-      next = tile_page(a, sm, first + stride * (32 + lane));
-    }
-    __device__ int64_t page(const ScorerArgs& a, const Smem& sm, int j) {
-      if (j > 0 && (j & 31) == 0) {
-        cur = next;
-        next = tile_page(a, sm, first + stride * (j + 32 + (threadIdx.x & 31)));
-      }
-      return __shfl_sync(0xFFFFFFFFu, cur, j & 31);
-    }
-  };
-
   // Tile sources 32 tiles ahead of use, for a warp that takes the tiles first + stride j
   // (j = 0, 1, ...): lane l holds the addresses of j = 32 b + l of the current batch b and
   // the page of the next one, so the page-table read never stalls the copy issue and a
@@ -593,11 +570,11 @@ struct PagedScorer {
   // tiles in flight.
   __device__ static void produce_fp8(const ScorerArgs& a, Smem& sm) {
     const int tid = threadIdx.x;  // 0..127
-    PageAhead pages;
-    pages.start(a, sm);
+    SourceAhead sources;
+    sources.start(a, sm);
     for (int i = 0; i < sm.num_tiles; ++i) {
       const int stage = i % kStages;
-      const TileSource src = tile_source(a, sm, i, pages.page(a, sm, i));
+      const TileSource src = sources.source(a, sm, i);
       ptx::mbar_wait(&sm.empty[stage], ((i / kStages) & 1) ^ 1);
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
