@@ -30,7 +30,7 @@
 // Warp roles: the scorer's (warpgroup 0 produces, 1-2 consume); selection runs on the
 //   consumers (named barriers 2, 3 per warpgroup, or 1 for both), the finish and output
 //   writes on all 256 consumer threads (named barrier 1).
-// Shared memory: the scorer's (N = 256: fp8 131 KiB, mxfp4 144 KiB) + 8 KiB of radix
+// Shared memory: the scorer's (N = 256: fp8 131 KiB, mxfp4 139 KiB) + 8 KiB of radix
 //   histogram + R x cap x 8 B of candidates, cap = what fits under the opt-in limit
 //   (H200, H = 64, R = 4: fp8 2,746, mxfp4 2,458).
 // Decode rows take fused_staged.cu instead where its plan applies (a cluster per row segment;

@@ -108,6 +108,10 @@ __device__ __forceinline__ void launch_dependents() { asm volatile("griddepcontr
 __device__ __forceinline__ void wait_for_previous_kernel() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 // ---- register reallocation between warpgroups ----
+// Every warp of a warpgroup executes the same one; between two of them the warpgroup's warps
+// must synchronize explicitly (PTX ISA), e.g. on a named barrier of its 128 threads
+// (fused_staged.cu: without it the decode pairs hung, docs/perf.md session 30). A CTA
+// barrier before the first counts.
 template <int kRegs>
 __device__ __forceinline__ void regs_dealloc() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegs));
