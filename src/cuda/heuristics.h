@@ -278,6 +278,21 @@ inline bool fused_takes_alternate256(int32_t heads, int32_t rows_per_group, int3
          cap >= fused_min_capacity(k, 128);
 }
 
+// The fused operator's selector warpgroup (fused_topk.cu, FI_FUSED_SELECTOR): a fourth
+// warpgroup selects while the consumers score at the dense operator's pace. It takes groups
+// of 4 rows at H = 64 on alternate tiles in the one mode whose MMAs fit a 512-thread CTA's
+// 128 registers per instruction (mxfp4, default accuracy), where its candidate buffers
+// (`cap` keys, fewer than the lockstep kernel's: its queues take shared memory) hold K, a
+// tile's 64 keys and at least kFusedSelectorFreeKeys more.
+inline constexpr int32_t kFusedSelectorTilePuts = 64;
+inline constexpr int32_t kFusedSelectorFreeKeys = 512;
+inline bool fused_takes_selector(bool mxfp4_default_mode, int32_t heads, int32_t rows_per_group, bool alternate256,
+                                 int32_t k, int32_t cap) {
+  return mxfp4_default_mode && heads == 64 && rows_per_group == 4 && alternate256 &&
+         cap >= fused_min_capacity(k, kFusedSelectorTilePuts) &&
+         int64_t(cap) - kFusedSelectorTilePuts - k >= kFusedSelectorFreeKeys;
+}
+
 // Steps between compaction votes: the largest power of two <= max_every that keeps at least
 // as much room free as it reserves (cap >= K + 2 x every x step), else the largest that fits
 // (cap >= K + every x step), 1 at least (fused_min_capacity guarantees 1 fits). A row

@@ -33,6 +33,12 @@
 // Shared memory: the scorer's (N = 256: fp8 131 KiB, mxfp4 139 KiB) + 8 KiB of radix
 //   histogram + R x cap x 8 B of candidates, cap = what fits under the opt-in limit
 //   (H200, H = 64, R = 4: fp8 2,746, mxfp4 2,458).
+// Selector kernel (FI_FUSED_SELECTOR; mxfp4 V4 prefill: groups of 4 rows at H = 64 on
+//   alternate tiles, default mode, cuda::fused_takes_selector): 512 threads; the consumers run
+//   the dense operator's loop and only filter and queue; warpgroup 3 moves the queued keys into
+//   the candidates and compacts (see "selector warpgroup" below). Shared memory: + 17 KiB of
+//   queues (lag 8), so cap ~1,910 on the H200. Off by default: measured 5-7% slower than the
+//   lockstep kernel (docs/perf.md, session 32).
 // Decode rows take fused_staged.cu instead where its plan applies (a cluster per row segment;
 //   speculative rows while B x context <= 4M positions; the dispatch is in fused_topk()).
 // Measured (docs/perf.md, sessions 25-27): bit-identical to dense + TopK everywhere; prefill
@@ -99,12 +105,13 @@ struct SelectState {
   uint32_t guessed[kRows];  // 1: tau started from the sample's guess (sampled_start.h)
 };
 
-// Offsets from the scorer's (1024-aligned) shared memory: selection state, then the
-// candidates [R, cap] (rank keys).
-template <class Smem, int kRows>
+// Offsets from the scorer's (1024-aligned) shared memory: selection state, kExtra bytes (the
+// selector warpgroup's queues), then the candidates [R, cap] (rank keys).
+template <class Smem, int kRows, size_t kExtra = 0>
 struct FusedLayout {
   static constexpr size_t kState = (sizeof(Smem) + 15) / 16 * 16;
-  static constexpr size_t kKeys = kState + (sizeof(SelectState<kRows>) + 15) / 16 * 16;
+  static constexpr size_t kQueues = kState + (sizeof(SelectState<kRows>) + 15) / 16 * 16;
+  static constexpr size_t kKeys = kQueues + (kExtra + 15) / 16 * 16;
   static constexpr size_t kFixed = 1024 + kKeys;  // + the alignment slack of the dynamic base
   static size_t bytes(int32_t cap) { return kFixed + size_t(kRows) * size_t(cap) * 8; }
 };
@@ -183,6 +190,7 @@ constexpr uint32_t step_puts(int heads, int rows, bool alternate) {
 template <int kRows, uint32_t kStepPuts, bool kOwnRows, bool kSampled = kOwnRows>
 struct SelectSink {
   static constexpr bool kLockstep = true;
+  static_assert(kLockstep);  // (a use: the selector kernel instantiates it for its compactions only)
   SelectState<kRows>& st;
   uint64_t* keys;  // [kRows, cap]
   int32_t cap, k;
@@ -319,6 +327,16 @@ struct SelectSink {
   }
 };
 
+// This CTA's group (in reverse order, as dense_logits_kernel), split and positions [c0, c1).
+struct CtaSpan {
+  int64_t group, split, c0, c1;
+};
+__device__ __forceinline__ CtaSpan cta_span(const ScorerArgs& a) {
+  const int64_t cta = blockIdx.x;
+  const int64_t split = cta % a.g.splits, c0 = split * a.g.chunk;
+  return {a.g.groups - 1 - cta / a.g.splits, split, c0, min(c0 + a.g.chunk, a.rows.max_context)};
+}
+
 // Row gr's outputs from its sorted keys kr[0, n), padded to K (consumer group). The page
 // table reads of a thread's kOutputs entries are issued together.
 __device__ void write_row_outputs(const ScorerArgs& a, const TopKOutputs& o, const GroupRow& gr, const uint64_t* kr,
@@ -418,6 +436,236 @@ __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, Smem& sm,
   }
 }
 
+// ---------------------------------------------------------------- selector warpgroup
+// Groups of 4 rows at H = 64 on alternate tiles, mxfp4 default mode (cuda::fused_takes_selector),
+// FI_FUSED_SELECTOR: a fourth warpgroup (threads 384-511) selects while the consumers score
+// on the dense operator's non-lockstep loops (no votes). Consumer warp w (0-7) appends a key
+// that beats its row's published tau to its own ring of that row (QueueSink, kDepth keys);
+// after each tile it publishes its four append counts (pub[tile % lag]) and arrives on
+// done[tile % lag]. Selector warp r owns row r: tile by tile, in order, it waits on done,
+// moves the tile's keys (<= 16 per consumer warp) that beat its tau into the row's
+// candidates, publishes the rings' tails (release) and arrives on freed[tile % lag]; then
+// the four warps vote (named barrier 6) and compact the rows past cap - 64 (RadixSelect<128>),
+// raising tau. Before tile i a consumer waits on freed of tile i - lag (its pub slot and
+// barriers; lag even, so a slot belongs to one warpgroup) and for room for 16 keys in each
+// of its rings (acquire; room for two tiles, see tile_begin). Every wait points to an older tile. At the end the selector
+// arrives on named barrier 7, where the consumers wait before finish_rows. Exact as the
+// lockstep sink: tau only rises and stays at or below the row's K-th key so far, so a stale
+// tau only costs appends, and every key above the final tau reaches the candidates.
+// Registers: 512 threads at 128; setmaxnreg producer 56, selector 40, consumers 208.
+#ifndef FI_FUSED_SELECTOR
+#define FI_FUSED_SELECTOR 0  // 1: the selector kernel where it applies (session 32: 5-7% slower, docs/perf.md)
+#endif
+#ifndef FI_FUSED_SELECTOR_LAG
+#define FI_FUSED_SELECTOR_LAG 8  // tiles the consumers may run ahead of the selector (even)
+#endif
+#ifndef FI_FUSED_SELECTOR_DEPTH
+#define FI_FUSED_SELECTOR_DEPTH 64  // keys per ring (consumer warp, row): the consumers wait for room
+#endif
+#ifndef FI_FUSED_SELECTOR_PRODUCE
+#define FI_FUSED_SELECTOR_PRODUCE 2  // tiles per producer step (paged_scorer.cuh, produce<>)
+#endif
+#ifndef FI_FUSED_SELECTOR_REGS
+#define FI_FUSED_SELECTOR_REGS 40  // setmaxnreg of the selector warpgroup; the producer gets the rest
+#endif
+constexpr int kSelectorThreads = 512;
+constexpr int kSelectorLag = FI_FUSED_SELECTOR_LAG;
+constexpr int kSelectorRegs = FI_FUSED_SELECTOR_REGS;
+constexpr int kSelectorLaunchRegs = 65536 / kSelectorThreads;  // 128
+constexpr int kSelectorProducerRegs = (kSelectorThreads * kSelectorLaunchRegs - 256 * kConsumerRegs) / 128 - kSelectorRegs;
+static_assert(kSelectorLag >= 2 && kSelectorLag % 2 == 0, "a queue slot belongs to one consumer warpgroup");
+static_assert(kSelectorRegs % 8 == 0 && kSelectorProducerRegs % 8 == 0 && kSelectorProducerRegs >= 24,
+              "register split of the selector kernel");
+// Arrivals on done / freed per tile: 128 (every thread releases its own accesses) or, with
+// FI_FUSED_SELECTOR_WARP_ARRIVE, 4 (lane 0 of each warp after a __syncwarp, which orders the
+// warp's accesses before it).
+#ifndef FI_FUSED_SELECTOR_WARP_ARRIVE
+#define FI_FUSED_SELECTOR_WARP_ARRIVE 0
+#endif
+constexpr uint32_t kSelectorArrivals = FI_FUSED_SELECTOR_WARP_ARRIVE ? 4 : 128;
+constexpr int kTilePuts = cuda::kFusedSelectorTilePuts;  // a tile's keys per row (16 per consumer warp)
+using SelectorSync = NamedSync<6, 128>;
+using SelectorSelect = RadixSelect<128, SelectorSync, 1024>;  // its storage is WgSelect's (st.select.wg[0])
+constexpr uint32_t kSelectorDoneBarrier = 7;                 // selector arrives, consumers wait (384)
+
+template <int kRows>
+struct SelectorQueues {
+  static constexpr int kDepth = FI_FUSED_SELECTOR_DEPTH;  // keys per (consumer warp, row) ring
+  static_assert((kDepth & (kDepth - 1)) == 0 && kDepth >= 32, "ring index by mask, two tiles' keys fit");
+  uint64_t key[8][kRows][kDepth];
+  uint32_t tail[8][kRows];         // keys the selector has taken, per ring (release / acquire)
+  uint64_t tau[kRows];             // published thresholds (relaxed loads and stores)
+  uint32_t head[8][kRows];         // appends so far, per consumer warp and row
+  uint32_t pub[kSelectorLag][4][kRows];  // head after tile i, in slot i % lag, per warp of its warpgroup
+  uint64_t done[kSelectorLag];     // 128 arrivals: the tile's consumer warpgroup
+  uint64_t freed[kSelectorLag];    // 128 arrivals: the selector warpgroup
+  unsigned long long profile[FI_FUSED_PROFILE ? kFusedProfileSlots : 1];  // the selector's clock, for the flush
+
+  __device__ void init(int tid) {
+    if (tid < kSelectorLag) {
+      ptx::mbar_init(&done[tid], kSelectorArrivals);
+      ptx::mbar_init(&freed[tid], kSelectorArrivals);
+    }
+    if (tid < 8 * kRows) head[tid / kRows][tid % kRows] = tail[tid / kRows][tid % kRows] = 0;
+    if (tid < kRows) tau[tid] = 0;
+  }
+};
+
+// The consumers' sink: filter by the published tau, queue, publish per tile.
+template <int kRows>
+struct QueueSink {
+  static constexpr bool kLockstep = false;
+  SelectorQueues<kRows>& q;
+  int warp;  // consumer warp 0-7
+  int lane;
+  FusedClock clock;  // FI_FUSED_PROFILE: kProfileVotes counts the waits for the selector
+
+  __device__ void put(int r, int64_t, int64_t pos, float v) {
+    if constexpr (FI_FUSED_PUTS == 0) return;
+    const uint64_t rk = rank_key(v, int32_t(pos));
+    if (rk > ptx::ld_relaxed_shared(&q.tau[r])) {
+      const uint32_t i = atomicAdd(&q.head[warp][r], 1u);
+      q.key[warp][r][i & (SelectorQueues<kRows>::kDepth - 1)] = rk;
+    }
+  }
+  // Tile i - lag (this warpgroup's) has left its pub slot and barriers, and each of the
+  // warp's rings has room for the tile's keys.
+  __device__ void tile_begin(int i) {
+    const long long t0 = clock.now();
+    if (i >= kSelectorLag)
+      ptx::mbar_wait(&q.freed[i % kSelectorLag], uint32_t(i / kSelectorLag - 1) & 1);
+    // Room for two tiles' keys (<= 16 each) per ring: the pipelined loop (halves) opens
+    // tile i + 2 before it puts the second half of tile i. Rarely short of room: few keys
+    // beat tau once a row has compacted. (Session 32 reserved one tile: wrong sets at lag 32.)
+    if (lane < kRows) {
+      const uint32_t head = *reinterpret_cast<volatile uint32_t*>(&q.head[warp][lane]);
+      while (head - ptx::ld_acquire_shared(&q.tail[warp][lane]) > uint32_t(SelectorQueues<kRows>::kDepth - 32))
+        __nanosleep(32);
+    }
+    __syncwarp();
+    clock.add(kProfileVotes, clock.now() - t0);
+  }
+  // The warp's appends are settled (__syncwarp), its counts published, each thread's keys
+  // released by its own arrival.
+  __device__ void tile_done(int i) {
+    __syncwarp();
+    if (lane < kRows) q.pub[i % kSelectorLag][warp & 3][lane] = q.head[warp][lane];
+    if constexpr (kSelectorArrivals == 4) __syncwarp();  // the warp's keys and counts, then one release
+    if (kSelectorArrivals == 128 || lane == 0) ptx::mbar_arrive(&q.done[i % kSelectorLag]);
+  }
+};
+
+// The selector warpgroup's stream (tid 0-127): every tile of the CTA in order, then the rows'
+// counts for the finish.
+template <int kRows, class Smem>
+__device__ void select_stream(const FusedParams& f, Smem& sm, SelectState<kRows>& st, SelectorQueues<kRows>& q,
+                              uint64_t* keys, int tid) {
+  static_assert(kRows == 4, "a selector warp per row");
+  constexpr int kDepth = SelectorQueues<kRows>::kDepth;
+  const int r = tid >> 5, lane = tid & 31;
+  const int num_tiles = sm.num_tiles;
+  SelectSink<kRows, kTilePuts, false, false> sink{st, keys, f.cap, f.k, 0u, f.vote_limit};
+  uint64_t* kr = keys + size_t(r) * f.cap;
+  uint32_t n = 0;    // the row's candidates
+  uint64_t tau = 0;  // the row's threshold
+  // Lanes 0-3: ring tails of consumer warps lane (warpgroup 0) and 4 + lane (warpgroup 1).
+  uint32_t tail0 = 0, tail1 = 0;
+  const uint32_t below = (1u << lane) - 1;
+  for (int i = 0; i < num_tiles; ++i) {
+    const int slot = i % kSelectorLag, cw = i & 1;
+    const long long t0 = sink.clock.now();
+    ptx::mbar_wait(&q.done[slot], uint32_t(i / kSelectorLag) & 1);
+    sink.clock.add(kProfileSelectorWait, sink.clock.now() - t0);
+    const uint32_t from = cw ? tail1 : tail0;
+    const uint32_t to = lane < 4 ? q.pub[slot][lane][r] : 0u;
+    if (lane < 4) (cw ? tail1 : tail0) = to;
+    // Lane L takes items L % 8 and L % 8 + 8 of warp L / 8's new keys.
+    const int src = lane >> 3;
+    const uint32_t qf = __shfl_sync(0xffffffffu, from, src), qn = __shfl_sync(0xffffffffu, to, src) - qf;
+    const uint64_t* ring = q.key[4 * cw + src][r];
+    const uint32_t j0 = lane & 7, j1 = j0 + 8;
+    const uint64_t k0 = j0 < qn ? ring[(qf + j0) & (kDepth - 1)] : 0ull;
+    const uint64_t k1 = j1 < qn ? ring[(qf + j1) & (kDepth - 1)] : 0ull;
+    __syncwarp();  // the warp's ring reads are done: the rings' tails move on
+    if (lane < 4) ptx::st_release_shared(&q.tail[4 * cw + lane][r], to);
+    if (kSelectorArrivals == 128 || lane == 0) ptx::mbar_arrive(&q.freed[slot]);
+    const bool p0 = k0 > tau, p1 = k1 > tau;  // 0 (no key) never beats tau
+    const uint32_t b0 = __ballot_sync(0xffffffffu, p0), b1 = __ballot_sync(0xffffffffu, p1);
+    if (p0) kr[n + __popc(b0 & below)] = k0;
+    if (p1) kr[n + __popc(b0) + __popc(b1 & below)] = k1;
+    n += __popc(b0) + __popc(b1);
+    // n <= limit before the tile, + 64: in bounds. Past limit: compact.
+    if (lane == 0) st.count[r] = n;
+    if (SelectorSync::any(n > f.vote_limit)) {
+      uint32_t over = 0;
+#pragma unroll
+      for (int rr = 0; rr < kRows; ++rr) over |= uint32_t(st.count[rr] > f.vote_limit) << rr;
+      SelectorSync::sync();  // every thread has read the counts
+      for (int rr = 0; rr < kRows; ++rr)
+        if ((over >> rr) & 1) sink.template compact<SelectorSelect>(st.select.wg[0], rr, tid, sink.keep_at_most(f.vote_limit));
+      n = st.count[r];  // compact ends with the group's barrier
+      tau = st.tau[r];
+      if (lane == 0) ptx::st_relaxed_shared(&q.tau[r], tau);
+    }
+  }
+  if constexpr (FI_FUSED_PROFILE != 0) {
+    if (tid == 0)
+      for (int i = 0; i < kFusedProfileSlots; ++i) q.profile[i] = sink.clock.v[i];
+  }
+}
+
+// Grid and set-up as fused_topk_kernel; warpgroup 3 selects (select_stream).
+template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
+__global__ void __launch_bounds__(kSelectorThreads, 1)
+    fused_selector_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ FusedParams f) {
+  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, 2, kScorerStages, true, false>;
+  using Queues = SelectorQueues<kRows>;
+  using Layout = FusedLayout<typename Core::Smem, kRows, sizeof(Queues)>;
+  static_assert(Core::kSplitRegs, "the register split below");
+  extern __shared__ uint8_t smem_raw[];
+  auto& sm = carve<typename Core::Smem>(smem_raw);
+  uint8_t* base = reinterpret_cast<uint8_t*>(&sm);
+  auto& st = *reinterpret_cast<SelectState<kRows>*>(base + Layout::kState);
+  auto& q = *reinterpret_cast<Queues*>(base + Layout::kQueues);
+  uint64_t* keys = reinterpret_cast<uint64_t*>(base + Layout::kKeys);
+  const CtaSpan span = cta_span(a);
+  const int64_t group = span.group, split = span.split, c0 = span.c0, c1 = span.c1;
+  if (threadIdx.x < kRows) {
+    st.tau[threadIdx.x] = 0;
+    st.count[threadIdx.x] = 0;
+    st.guessed[threadIdx.x] = 0;
+  }
+  q.init(threadIdx.x);
+  Core::template setup<kSelectorThreads>(a, sm, group, c0, c1, 0);  // ends with a CTA barrier
+
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    ptx::regs_dealloc<kSelectorProducerRegs>();
+    Core::template produce<FI_FUSED_SELECTOR_PRODUCE>(a, sm);  // two tiles per step, as the dense operator
+  } else if (wg == 3) {
+    ptx::regs_dealloc<kSelectorRegs>();
+    select_stream<kRows>(f, sm, st, q, keys, threadIdx.x - 384);
+    ptx::named_barrier_arrive(kSelectorDoneBarrier, 384);
+  } else {
+    ptx::regs_alloc<kConsumerRegs>();
+    const int t = threadIdx.x - 128;
+    QueueSink<kRows> qs{q, t >> 5, t & 31};
+    const long long t0 = qs.clock.now();
+    Core::consume(sm, wg - 1, qs);
+    ptx::named_barrier(kSelectorDoneBarrier, 384);  // the selector's candidates and counts
+    const long long t1 = qs.clock.now();
+    SelectSink<kRows, kTilePuts, false, false> sink{st, keys, f.cap, f.k, 0u, f.vote_limit};
+    finish_rows<kRows>(a, f, sm, sink, split, t);
+    if constexpr (FI_FUSED_PROFILE != 0) {  // one flush per CTA: the consumers', the finish's and the selector's clocks
+      sink.clock.add(kProfileConsume, t1 - t0);
+      sink.clock.add(kProfileFinish, sink.clock.now() - t1);
+      sink.clock.add(kProfileVotes, qs.clock.v[kProfileVotes]);
+      for (int i = 1; i < kFusedProfileSlots; ++i) sink.clock.add(i, q.profile[i]);
+      sink.clock.flush(t == 0, fused_profile_sums());
+    }
+  }
+}
+
 // Grid: one CTA per (group, split), groups in reverse order, as dense_logits_kernel.
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy, bool kAlternate>
 __global__ void __launch_bounds__(kScorerThreads, 1)
@@ -429,11 +677,8 @@ __global__ void __launch_bounds__(kScorerThreads, 1)
   uint8_t* base = reinterpret_cast<uint8_t*>(&sm);
   auto& st = *reinterpret_cast<SelectState<kRows>*>(base + Layout::kState);
   uint64_t* keys = reinterpret_cast<uint64_t*>(base + Layout::kKeys);
-  const int64_t cta = blockIdx.x;
-  const int64_t group = a.g.groups - 1 - cta / a.g.splits;
-  const int64_t split = cta % a.g.splits;
-  const int64_t c0 = split * a.g.chunk;
-  const int64_t c1 = min(c0 + a.g.chunk, a.rows.max_context);
+  const CtaSpan span = cta_span(a);
+  const int64_t group = span.group, split = span.split, c0 = span.c0, c1 = span.c1;
   if (f.repair_launch) {  // uniform: every thread reads the same flags
     bool any = false;
     const int64_t row0 = group * a.g.group_stride, rows = a.rows.rows();
@@ -481,9 +726,21 @@ cudaError_t launch(const ScorerArgs& a, const FusedParams& f, cudaStream_t strea
                     : fused_topk_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kFp32, kAlternate>;
   return launch_scorer_kernel(kernel, smem, stream, a, f);
 }
-// Groups of N = 256 on alternate or shared tiles; other groups take alternate tiles anyway.
 template <CacheFormat kFormat, int kHeads, int kRows>
-cudaError_t launch(const ScorerArgs& a, const FusedParams& f, bool alternate, cudaStream_t stream) {
+using SelectorLayoutOf =
+    FusedLayout<ScorerSmem<kHeads * kRows, kFormat == CacheFormat::kMxfp4>, kRows, sizeof(SelectorQueues<kRows>)>;
+
+// Groups of N = 256 on alternate or shared tiles; other groups take alternate tiles anyway.
+// selector: the selector warpgroup's kernel (groups of 4 rows of H = 64 on alternate tiles).
+template <CacheFormat kFormat, int kHeads, int kRows>
+cudaError_t launch(const ScorerArgs& a, const FusedParams& f, bool alternate, bool selector, cudaStream_t stream) {
+  if constexpr (kFormat == CacheFormat::kMxfp4 && kHeads == 64 && kRows == 4) {
+    if (alternate && selector) {
+      const size_t smem = SelectorLayoutOf<kFormat, kHeads, kRows>::bytes(f.cap);
+      return launch_scorer_kernel<kSelectorThreads>(fused_selector_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kFp32>,
+                                                    smem, stream, a, f);
+    }
+  }
   if constexpr (kHeads * kRows == 256) {
     if (alternate) return launch<kFormat, kHeads, kRows, true>(a, f, stream);
   }
@@ -491,6 +748,17 @@ cudaError_t launch(const ScorerArgs& a, const FusedParams& f, bool alternate, cu
 }
 
 }  // namespace
+
+// At 512 threads no instruction may take more than 128 registers (ptxas C7602, whatever the
+// warpgroup's setmaxnreg): the m64n256 fp32 chains of kReduced and of the fp8 caches' FP16
+// path need 154, so only mxfp4 in the default mode (the integer path's m64n128 halves, the
+// E5M2 path's 64-column slices) has the kernel (cuda::fused_takes_selector).
+int32_t fused_selector_capacity(CacheFormat format, size_t smem_limit) {
+  if (format != CacheFormat::kMxfp4) return 0;
+  const size_t fixed = SelectorLayoutOf<CacheFormat::kMxfp4, 64, 4>::kFixed;
+  if (smem_limit <= fixed) return 0;
+  return int32_t(std::min<size_t>((smem_limit - fixed) / (4 * 8), 1 << 20)) & ~int32_t{1};
+}
 
 int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_group, size_t smem_limit) {
   return with_scorer_shape(format, heads, rows_per_group, int32_t{0}, [&]<CacheFormat kF, int kH, int kR>() {
@@ -566,13 +834,23 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   f.cap = capacity(p, args.plan, args.smem_limit);
   const bool pairs = alternate(p, args.plan, f.cap);
   const int32_t step = cuda::fused_step_puts(p.queries.num_heads, args.plan.rows_per_group, pairs);
+  const int32_t selector_cap = fused_selector_capacity(p.cache.format, args.smem_limit);
+  const bool selector =
+      FI_FUSED_SELECTOR != 0 &&
+      cuda::fused_takes_selector(p.cache.format == CacheFormat::kMxfp4 && p.accuracy == ScoreAccuracy::kFp32,
+                                 p.queries.num_heads, args.plan.rows_per_group, pairs, p.k, selector_cap);
   f.by_rank = p.order == OutputOrder::kRank;
   f.ws = args.plan.splits > 1 ? SplitCandidates::in(args.workspace, rows, args.plan.splits, p.k) : SplitCandidates{};
   if (f.cap < fused_topk_min_capacity(p.k, p.queries.num_heads, args.plan.rows_per_group))
     return cudaErrorInvalidConfiguration;
   f.vote_every = cuda::fused_vote_interval(f.cap, f.k, step, FI_FUSED_MAX_VOTE_EVERY);
   f.vote_limit = uint32_t(cuda::fused_vote_limit(f.cap, step, f.vote_every));
-  const bool sampled = FI_FUSED_SAMPLE && args.plan.splits == 1 && samples(p, args.plan, pairs);
+  if (selector) {  // it compacts a row past cap - 64 after each tile
+    f.cap = selector_cap;
+    f.vote_every = 1;
+    f.vote_limit = uint32_t(f.cap - kTilePuts);
+  }
+  const bool sampled = FI_FUSED_SAMPLE && !selector && args.plan.splits == 1 && samples(p, args.plan, pairs);
   // fused_sample_tiles counts steps: a pair of tiles each on alternate tiles.
   f.max_sample = sampled ? cuda::fused_sample_tiles(f.cap, f.k, step, f.vote_every) * (pairs ? 2 : 1) : 0;
   f.repair = f.max_sample > 0 ? static_cast<uint32_t*>(args.workspace) : nullptr;
@@ -580,7 +858,9 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   auto run = [&](const FusedParams& fp) {
     return with_scorer_shape(p.cache.format, p.queries.num_heads, args.plan.rows_per_group,
                              cudaErrorInvalidConfiguration,
-                             [&]<CacheFormat kF, int kH, int kR>() { return launch<kF, kH, kR>(a, fp, pairs, stream); });
+                             [&]<CacheFormat kF, int kH, int kR>() {
+                               return launch<kF, kH, kR>(a, fp, pairs, selector, stream);
+                             });
   };
   cudaError_t e = run(f);
   if (e == cudaSuccess && f.max_sample > 0) {  // groups whose guess failed, scored again without it

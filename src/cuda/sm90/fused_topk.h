@@ -44,6 +44,10 @@ cudaError_t fused_staged_topk(const IndexerProblem& p, const TopKOutputs& out, c
 // 0 when the shape has no kernel.
 int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_group, size_t smem_limit);
 
+// Candidate keys per row of the selector warpgroup's kernel (groups of 4 rows at H = 64,
+// mxfp4) within smem_limit; 0 for formats without it.
+int32_t fused_selector_capacity(CacheFormat format, size_t smem_limit);
+
 // The least capacity that K needs with this group shape: room for K plus one step of appends
 // (groups of N = 256 on shared tiles, one tile), and for the final sort (a power of two >= K,
 // 512 at least).
@@ -68,6 +72,7 @@ enum FusedProfile : int {
   kProfileCompactedKeys,   // candidates the compactions read
   kProfileFinish,          // cycles of the finish: final compactions, sort, output writes
   kProfileSortCycles,      // of which the final sorts
+  kProfileSelectorWait,    // the selector warpgroup's waits for the consumers' tiles (FI_FUSED_SELECTOR)
   kFusedProfileSlots
 };
 // Copies the counters (and zeroes them with reset); false in builds without the knob.

@@ -304,6 +304,23 @@ __device__ Smem& carve(uint8_t* raw) {
   return *reinterpret_cast<Smem*>(raw + pad);
 }
 
+// A sink that tracks tiles (fused_topk.cu's queue sink): tile_begin(i) before the first put
+// of the warpgroup's tile i (i: the tile's index in the CTA's sequence) and tile_done(i)
+// after its last, from every thread of the warpgroup. The non-lockstep loops call them.
+template <class Sink>
+concept TileHooks = requires(Sink& s) {
+  s.tile_begin(0);
+  s.tile_done(0);
+};
+template <class Sink>
+__device__ __forceinline__ void sink_tile_begin(Sink& s, int i) {
+  if constexpr (TileHooks<Sink>) s.tile_begin(i);
+}
+template <class Sink>
+__device__ __forceinline__ void sink_tile_done(Sink& s, int i) {
+  if constexpr (TileHooks<Sink>) s.tile_done(i);
+}
+
 // kConsumerWgs: consumer warpgroups (2; 3 for groups of N <= 64 on the register-key path and
 // N <= 128 on the fp8 path: dense_logits.cu's register-key groups, fused_staged.cu; the
 // lockstep sink of fused_topk.cu needs 2).
@@ -347,9 +364,12 @@ struct PagedScorer {
   // Resolves and validates the group's rows, plans the passes and the tile order (up to
   // max_sample tiles first when one pass covers the group: sampled_start.h), loads Q and
   // weights, initialises the barriers. All threads; ends with a CTA barrier.
+  // kLaunchThreads: the CTA's threads; those past kThreads (the fused selector warpgroup)
+  // meet the barriers but take no share of the work.
+  template <int kLaunchThreads = kThreads>
   __device__ static void setup(const ScorerArgs& a, Smem& sm, int64_t group, int64_t c0, int64_t c1,
                                int32_t max_sample = 0) {
-    const int tid = threadIdx.x;
+    const int tid = worker_index<kLaunchThreads>();
     const int64_t total_rows = a.rows.rows();
     const int64_t row0 = group * a.g.group_stride;
     const int in_group = int(min(int64_t(a.g.group_stride), total_rows - row0));
@@ -389,9 +409,17 @@ struct PagedScorer {
       plan_score_passes<kRows>(sm.rows, c0, c1, sm.passes, &sm.num_passes, &sm.num_tiles);
       sm.order = sm.num_passes == 1 && kSampledOrder ? SampleOrder::plan(sm.num_tiles, max_sample) : SampleOrder{};
     }
-    load_queries(a, sm);
+    load_queries<kLaunchThreads>(a, sm);
     ptx::fence_proxy_async_smem();
     __syncthreads();
+  }
+
+  // The thread's index in the set-up's loops; threads past kThreads get one past every loop.
+  template <int kLaunchThreads>
+  __device__ static int worker_index() {
+    static_assert(kLaunchThreads >= kThreads);
+    if constexpr (kLaunchThreads == kThreads) return threadIdx.x;
+    return threadIdx.x < kThreads ? int(threadIdx.x) : 1 << 30;
   }
 
   // The UE8M0 block exponents of query head h of `row` (byte j: block j).
@@ -404,9 +432,10 @@ struct PagedScorer {
   // Absent or failed rows get zero heads and zero weights. Integer path: the queries are
   // stored as s8 when every live head's block exponents lie within kS8MaxShift (sm.q_s8;
   // a CTA-wide vote, so all threads call this, as setup does).
+  template <int kLaunchThreads = kThreads>
   __device__ static void load_queries(const ScorerArgs& a, Smem& sm) {
     const Queries& q = a.queries;
-    const int tid = threadIdx.x;
+    const int tid = worker_index<kLaunchThreads>();
     bool q_s8 = false;
     if constexpr (kS8) {
       bool wide = false;
@@ -1230,7 +1259,7 @@ struct PagedScorer {
     const int steps = Sink::kLockstep ? (num_tiles + 1) / 2 : (num_tiles - cw + 1) / 2;
     // One tile of this warpgroup: its stage, scale words and position, after its full barrier.
     struct Tile {
-      int stage, tile;
+      int index, stage, tile;
       uint32_t word0, word1;
       bool wide;
       float ks;
@@ -1238,9 +1267,11 @@ struct PagedScorer {
     };
     auto open = [&](int i) {
       Tile tl;
+      tl.index = i;
       tl.stage = ptx::warp_uniform(i % kStages);
       tl.tile = tile_at(order, i);
       ptx::mbar_wait(&sm.full[tl.stage], (i / kStages) & 1);
+      sink_tile_begin(sink, i);
       tl.word0 = __float_as_uint(sm.kscale[tl.stage][m0]);
       tl.word1 = __float_as_uint(sm.kscale[tl.stage][m1]);
       tl.wide = sm.ring.wide[tl.stage] == uint32_t(i + 1);
@@ -1278,6 +1309,7 @@ struct PagedScorer {
       quad_reduce_scatter<kRowsW / 2>(s, x, out);
 #pragma unroll
       for (int w = 0; w < kHalfOut; ++w) put(h * kHalfOut + w, pos, out[w] * tl.ks);
+      if constexpr (h == 1) sink_tile_done(sink, tl.index);
     };
     using HalfA = std::integral_constant<int, 0>;
     using HalfB = std::integral_constant<int, 1>;
@@ -1295,6 +1327,7 @@ struct PagedScorer {
         const int64_t pos = pass.tile_first(tl.tile) + m;
 #pragma unroll
         for (int w = 0; w < kOut; ++w) put(w, pos, out[w] * tl.ks);
+        sink_tile_done(sink, tl.index);
         return;
       }
       issue(acc_a, tl.desc_k, desc_q);
@@ -1423,6 +1456,7 @@ struct PagedScorer {
       const int tile = tile_at(order, i);
       // mxfp4: the producer fenced its converted tile before the full barrier.
       ptx::mbar_wait(&sm.full[stage], (i / kStages) & 1);
+      sink_tile_begin(sink, i);
       if constexpr (!kMx && !kF16 && FI_SCORER_CONSUMER_FENCE != 0) ptx::fence_proxy_async_smem();  // cp.async (generic proxy) bytes -> WGMMA (async proxy)
       float ks0 = 0.0f, ks1 = 0.0f;  // register keys: from the tile's scale words, in mma_tile_reg
       if constexpr (!kRegKeys) {
@@ -1503,6 +1537,7 @@ struct PagedScorer {
           sink.put(r_of[w], row_of[w], pos, v);
         }
       }
+      sink_tile_done(sink, i);
     }
 #pragma unroll
     for (int w = 0; w < kOut; ++w)

@@ -28,6 +28,29 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       : "memory");
 }
 
+// A 64-bit shared word read and written whole by threads that do not synchronize on it
+// (the fused selector's thresholds: a torn read could exceed the value ever written).
+__device__ __forceinline__ uint64_t ld_relaxed_shared(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.relaxed.cta.shared.u64 %0, [%1];" : "=l"(v) : "r"(smem_addr(p)));
+  return v;
+}
+__device__ __forceinline__ void st_relaxed_shared(uint64_t* p, uint64_t v) {
+  asm volatile("st.relaxed.cta.shared.u64 [%0], %1;" ::"r"(smem_addr(p)), "l"(v) : "memory");
+}
+
+// A 32-bit shared counter handed between threads that do not meet at a barrier: the
+// release store orders the writer's earlier accesses before it, the acquire load the
+// reader's later ones after it.
+__device__ __forceinline__ uint32_t ld_acquire_shared(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.cta.shared.u32 %0, [%1];" : "=r"(v) : "r"(smem_addr(p)) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_shared(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.cta.shared.u32 [%0], %1;" ::"r"(smem_addr(p)), "r"(v) : "memory");
+}
+
 // Ends a barrier's life, so that its words may be used for other data.
 __device__ __forceinline__ void mbar_inval(uint64_t* bar) {
   asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(smem_addr(bar)) : "memory");
