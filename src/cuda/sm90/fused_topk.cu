@@ -462,9 +462,6 @@ __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, Smem& sm,
 #ifndef FI_FUSED_SELECTOR_DEPTH
 #define FI_FUSED_SELECTOR_DEPTH 64  // keys per ring (consumer warp, row): the consumers wait for room
 #endif
-#ifndef FI_FUSED_SELECTOR_PRODUCE
-#define FI_FUSED_SELECTOR_PRODUCE 2  // tiles per producer step (paged_scorer.cuh, produce<>)
-#endif
 #ifndef FI_FUSED_SELECTOR_REGS
 #define FI_FUSED_SELECTOR_REGS 40  // setmaxnreg of the selector warpgroup; the producer gets the rest
 #endif
@@ -476,13 +473,6 @@ constexpr int kSelectorProducerRegs = (kSelectorThreads * kSelectorLaunchRegs - 
 static_assert(kSelectorLag >= 2 && kSelectorLag % 2 == 0, "a queue slot belongs to one consumer warpgroup");
 static_assert(kSelectorRegs % 8 == 0 && kSelectorProducerRegs % 8 == 0 && kSelectorProducerRegs >= 24,
               "register split of the selector kernel");
-// Arrivals on done / freed per tile: 128 (every thread releases its own accesses) or, with
-// FI_FUSED_SELECTOR_WARP_ARRIVE, 4 (lane 0 of each warp after a __syncwarp, which orders the
-// warp's accesses before it).
-#ifndef FI_FUSED_SELECTOR_WARP_ARRIVE
-#define FI_FUSED_SELECTOR_WARP_ARRIVE 0
-#endif
-constexpr uint32_t kSelectorArrivals = FI_FUSED_SELECTOR_WARP_ARRIVE ? 4 : 128;
 constexpr int kTilePuts = cuda::kFusedSelectorTilePuts;  // a tile's keys per row (16 per consumer warp)
 using SelectorSync = NamedSync<6, 128>;
 using SelectorSelect = RadixSelect<128, SelectorSync, 1024>;  // its storage is WgSelect's (st.select.wg[0])
@@ -503,8 +493,8 @@ struct SelectorQueues {
 
   __device__ void init(int tid) {
     if (tid < kSelectorLag) {
-      ptx::mbar_init(&done[tid], kSelectorArrivals);
-      ptx::mbar_init(&freed[tid], kSelectorArrivals);
+      ptx::mbar_init(&done[tid], 128);
+      ptx::mbar_init(&freed[tid], 128);
     }
     if (tid < 8 * kRows) head[tid / kRows][tid % kRows] = tail[tid / kRows][tid % kRows] = 0;
     if (tid < kRows) tau[tid] = 0;
@@ -550,8 +540,7 @@ struct QueueSink {
   __device__ void tile_done(int i) {
     __syncwarp();
     if (lane < kRows) q.pub[i % kSelectorLag][warp & 3][lane] = q.head[warp][lane];
-    if constexpr (kSelectorArrivals == 4) __syncwarp();  // the warp's keys and counts, then one release
-    if (kSelectorArrivals == 128 || lane == 0) ptx::mbar_arrive(&q.done[i % kSelectorLag]);
+    ptx::mbar_arrive(&q.done[i % kSelectorLag]);
   }
 };
 
@@ -588,7 +577,7 @@ __device__ void select_stream(const FusedParams& f, Smem& sm, SelectState<kRows>
     const uint64_t k1 = j1 < qn ? ring[(qf + j1) & (kDepth - 1)] : 0ull;
     __syncwarp();  // the warp's ring reads are done: the rings' tails move on
     if (lane < 4) ptx::st_release_shared(&q.tail[4 * cw + lane][r], to);
-    if (kSelectorArrivals == 128 || lane == 0) ptx::mbar_arrive(&q.freed[slot]);
+    ptx::mbar_arrive(&q.freed[slot]);  // (one arrival per warp measured the same: session 32)
     const bool p0 = k0 > tau, p1 = k1 > tau;  // 0 (no key) never beats tau
     const uint32_t b0 = __ballot_sync(0xffffffffu, p0), b1 = __ballot_sync(0xffffffffu, p1);
     if (p0) kr[n + __popc(b0 & below)] = k0;
@@ -641,7 +630,7 @@ __global__ void __launch_bounds__(kSelectorThreads, 1)
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     ptx::regs_dealloc<kSelectorProducerRegs>();
-    Core::template produce<FI_FUSED_SELECTOR_PRODUCE>(a, sm);  // two tiles per step, as the dense operator
+    Core::template produce<2>(a, sm);  // two tiles per step, as the dense operator (one: 1.2-2% slower)
   } else if (wg == 3) {
     ptx::regs_dealloc<kSelectorRegs>();
     select_stream<kRows>(f, sm, st, q, keys, threadIdx.x - 384);
