@@ -129,11 +129,6 @@ static_assert(FI_FUSED_VOTES || !FI_FUSED_PUTS, "without votes the candidate buf
 #ifndef FI_FUSED_SAMPLE
 #define FI_FUSED_SAMPLE 1  // experiment knob: 0 streams every row in the plain order from tau = 0
 #endif
-#ifndef FI_FUSED_STAGED_COMPACT
-#define FI_FUSED_STAGED_COMPACT 1  // 0: compactions of the 256 consumer threads read the keys from shared memory at each pass
-#endif
-constexpr bool kStagedCompact = FI_FUSED_STAGED_COMPACT != 0;
-constexpr int kStagedCompactKeys = 12 * kConsumers;  // 12 keys per thread in registers (the mxfp4 cap is 2,458)
 #ifndef FI_FUSED_PROFILE
 #define FI_FUSED_PROFILE 0  // experiment knob: 1 sums consumer thread 0's clock64 per phase (fused_topk_profile)
 #endif
@@ -317,26 +312,15 @@ struct SelectSink {
   // final top K is >= the current K-th, so >= f, and a later key equal to f is either kept
   // already or below the K-th (keys are unique). The whole group of Sel (tid: the thread's
   // index in it).
-  // All 256 consumer threads with at most kStagedCompactKeys keys: the keys read once into
-  // registers (RadixSelect::select_and_compact), else from shared memory at every pass.
   template <class Sel>
   __device__ void compact(typename Sel::Storage& s, int r, int tid, uint32_t max_keep) {
     const long long t0 = clock.now();
     uint64_t* kr = keys + size_t(r) * cap;
     const uint32_t n = st.count[r];
-    bool staged = false;
-    if constexpr (kStagedCompact && Sel::kGroupThreads == kConsumers) {
-      staged = n <= uint32_t(kStagedCompactKeys);
-      if (staged)
-        Sel::template select_and_compact<kStagedCompactKeys / kConsumers>(s, kr, n, uint32_t(k), max_keep,
-                                                                          &st.count[r], &st.tau[r], tid);
-    }
-    if (!staged) {
-      const uint64_t f = max_keep > uint32_t(k) ? Sel::floor_of_kth(s, kr, n, uint32_t(k), max_keep, tid)
-                                                : Sel::kth(s, kr, n, uint32_t(k), tid);
-      if (tid == 0) st.tau[r] = f;
-      Sel::compact(kr, n, f, &st.count[r], tid);
-    }
+    const uint64_t f = max_keep > uint32_t(k) ? Sel::floor_of_kth(s, kr, n, uint32_t(k), max_keep, tid)
+                                              : Sel::kth(s, kr, n, uint32_t(k), tid);
+    if (tid == 0) st.tau[r] = f;
+    Sel::compact(kr, n, f, &st.count[r], tid);
     clock.add(kProfileCompactions, 1);
     clock.add(kProfileCompactedKeys, n);
     clock.add(kProfileCompactCycles, clock.now() - t0);

@@ -10,8 +10,7 @@
 //   even for keys packed within a few ulps), one shared atomic per key (aggregating equal bins
 //   per warp by __match_any_sync was slower: docs/perf.md, session 11); once the selected bin
 //   holds <= kSelectSmall keys, direct ranking finishes. Terminates: the last
-//   digit leaves one key in its bin. The passes read the keys from shared memory, or
-//   (select_and_compact, the fused operator's compactions) from registers loaded once.
+//   digit leaves one key in its bin.
 // Threads: kThreads (a multiple of 32, <= 1024), synchronised by Sync::sync() (the CTA
 //   barrier or a named barrier); tid is the thread's index in the group.
 // Shared memory: RadixSelectStorage, 4 x kBins bytes of histogram (8 KiB) + a few words.
@@ -73,35 +72,6 @@ struct RadixSelect {
     return idx < n ? keys[idx] : 0ull;  // 0: absent (every rank key is > 0)
   }
 
-  // Where a selection reads the thread's keys (round r: keys[tid + r kThreads], 0 when absent):
-  // from shared memory at each pass, or once into registers (kRounds of them: n <= kRounds x
-  // kThreads), so that the passes after the first read no shared memory.
-  struct SharedKeys {
-    const uint64_t* keys;
-    uint32_t n;
-    int tid, rounds;
-    template <class F>
-    __device__ __forceinline__ void each(F&& f) const {
-      for (int r = 0; r < rounds; ++r) f(item(keys, n, tid, r));
-    }
-  };
-  template <int kRounds>
-  struct RegisterKeys {
-    uint64_t v[kRounds];
-    __device__ __forceinline__ RegisterKeys(const uint64_t* keys, uint32_t n, int tid) {
-#pragma unroll
-      for (int r = 0; r < kRounds; ++r) v[r] = item(keys, n, tid, r);
-    }
-    template <class F>
-    __device__ __forceinline__ void each(F&& f) const {
-#pragma unroll
-      for (int r = 0; r < kRounds; ++r) f(v[r]);
-    }
-  };
-  __device__ static SharedKeys shared_keys(const uint64_t* keys, uint32_t n, int tid) {
-    return {keys, n, tid, int((n + kThreads - 1) / kThreads)};
-  }
-
   // Exclusive prefix sum of one value per thread over the group (thread order).
   __device__ static uint32_t exclusive_sum(Storage& s, int tid, uint32_t v) {
     const int lane = tid & 31, warp = tid >> 5;
@@ -116,7 +86,7 @@ struct RadixSelect {
   // The need-th largest of keys[0, n) (unique, 1 <= need <= n). Entered and left by the
   // whole group; keys are only read.
   __device__ static uint64_t kth(Storage& s, const uint64_t* keys, uint32_t n, uint32_t need, int tid) {
-    return select<false>(s, shared_keys(keys, n, tid), need, need, tid);
+    return select<false>(s, keys, n, need, need, tid);
   }
 
   // A key f <= the need-th largest such that need <= #(keys >= f) <= max_keep: the lower edge
@@ -125,47 +95,25 @@ struct RadixSelect {
   // every key of the top need, usually after one histogram pass instead of kth's several.
   __device__ static uint64_t floor_of_kth(Storage& s, const uint64_t* keys, uint32_t n, uint32_t need,
                                           uint32_t max_keep, int tid) {
-    return select<true>(s, shared_keys(keys, n, tid), need, max_keep, tid);
-  }
-
-  // floor_of_kth (max_keep > need) or kth (max_keep == need), then compact to the keys >= it,
-  // with the keys read from shared memory once (n <= kRounds x kThreads): the passes and the
-  // compaction work from registers, and the kept keys go to their places by one prefix sum (in
-  // thread order, no atomics) after one barrier that follows every read. The same key as the
-  // two calls, so the same kept set. Entered and left by the whole group; the key goes to
-  // *floor and the kept keys' number to *count.
-  template <int kRounds>
-  __device__ static void select_and_compact(Storage& s, uint64_t* keys, uint32_t n, uint32_t need, uint32_t max_keep,
-                                            uint32_t* count, uint64_t* floor, int tid) {
-    const RegisterKeys<kRounds> src(keys, n, tid);
-    const uint64_t f = max_keep > need ? select<true>(s, src, need, max_keep, tid) : select<false>(s, src, need, need, tid);
-    uint32_t mine = 0;
-    src.each([&](uint64_t v) { mine += v >= f && v != 0ull ? 1u : 0u; });
-    const uint32_t before = exclusive_sum(s, tid, mine);  // its barrier follows every read of keys
-    uint32_t at = before;
-    src.each([&](uint64_t v) {
-      if (v >= f && v != 0ull) keys[at++] = v;
-    });
-    if (tid == kThreads - 1) {
-      *count = before + mine;
-      *floor = f;
-    }
-    Sync::sync();  // the keys, the count and the floor are written; warp_sums read
+    return select<true>(s, keys, n, need, max_keep, tid);
   }
 
  private:
-  template <bool kFloor, class Src>
-  __device__ __forceinline__ static uint64_t select(Storage& s, const Src& src, uint32_t need, uint32_t max_keep, int tid) {
+  template <bool kFloor>
+  __device__ __forceinline__ static uint64_t select(Storage& s, const uint64_t* keys, uint32_t n, uint32_t need, uint32_t max_keep,
+                                    int tid) {
     const uint32_t need0 = need;
+    const int rounds = int((n + kThreads - 1) / kThreads);
     const int lane = tid & 31;
     // Common prefix of all keys: radix digits start below it.
     uint64_t lo = ~0ull, hi = 0;
-    src.each([&](uint64_t v) {
+    for (int r = 0; r < rounds; ++r) {
+      const uint64_t v = item(keys, n, tid, r);
       if (v != 0ull) {
         lo = v < lo ? v : lo;
         hi = v > hi ? v : hi;
       }
-    });
+    }
     for (int o = 16; o > 0; o >>= 1) {
       const uint64_t l2 = __shfl_xor_sync(0xffffffffu, lo, o), h2 = __shfl_xor_sync(0xffffffffu, hi, o);
       lo = l2 < lo ? l2 : lo;
@@ -194,9 +142,10 @@ struct RadixSelect {
       const uint32_t nb = 1u << bits;
       for (int b = tid; b < int(nb); b += kThreads) s.hist[b] = 0;
       Sync::sync();
-      src.each([&](uint64_t v) {
+      for (int r = 0; r < rounds; ++r) {
+        const uint64_t v = item(keys, n, tid, r);
         if (v != 0ull && (v & mask) == prefix) atomicAdd(&s.hist[uint32_t(v >> sh) & (nb - 1)], 1u);
-      });
+      }
       Sync::sync();
       // Walk bins from the top: thread t owns reversed bins [t * kBinsPerThread, ...).
       uint32_t local[kBinsPerThread];
@@ -229,7 +178,7 @@ struct RadixSelect {
       // Keys at or above the bin's lower edge: need0 - need above the bin, in_bin in it.
       if constexpr (kFloor)
         if (need0 - need + in_bin <= max_keep) return prefix;
-      if (in_bin <= uint32_t(kSelectSmall)) return rank_small(s, src, prefix, mask, need, tid);
+      if (in_bin <= uint32_t(kSelectSmall)) return rank_small(s, keys, n, rounds, prefix, mask, need, tid);
       top = sh - 1;
     }
   }
@@ -259,14 +208,14 @@ struct RadixSelect {
  private:
   // The need-th largest of the <= kSelectSmall keys that match prefix / mask, by direct
   // ranking (keys unique: exactly one has need - 1 larger ones).
-  template <class Src>
-  __device__ static uint64_t rank_small(Storage& s, const Src& src, uint64_t prefix, uint64_t mask, uint32_t need,
-                                        int tid) {
+  __device__ static uint64_t rank_small(Storage& s, const uint64_t* keys, uint32_t n, int rounds, uint64_t prefix,
+                                        uint64_t mask, uint32_t need, int tid) {
     if (tid == 0) s.small_count = 0;
     Sync::sync();  // also: the histogram (aliased by small) is no longer read
-    src.each([&](uint64_t v) {
+    for (int r = 0; r < rounds; ++r) {
+      const uint64_t v = item(keys, n, tid, r);
       if (v != 0ull && (v & mask) == prefix) s.small[atomicAdd(&s.small_count, 1u)] = v;
-    });
+    }
     Sync::sync();
     const uint32_t m = s.small_count;
     if (uint32_t(tid) < m) {
