@@ -29,6 +29,7 @@ def fused(recs):
         return
     print(f"{'point':34} {'K':>5} {'fused ms':>9} {'dense+topk':>10} {'speedup':>8} {'x tensor':>9}"
           f" {'x HBM':>7} {'fused MiB':>9} {'dense MiB':>9} {'same':>5}  plan")
+    graphed = [r for r in rows if "graph_ms" in r]
     for r in rows:
         d = dense.get((r["point"], r.get("accuracy"), r["k"]), {})
         name = r["point"] + (" reduced" if r.get("accuracy") == "reduced" else "")
@@ -38,6 +39,15 @@ def fused(recs):
               f" {str(r['identical']):>5}  {plan_name(r.get('staged_plan'))}")
         if not r["identical"] and "difference" in r:
             print(f"  first difference: {r['difference']}")
+    if graphed:
+        print(f"{'graph-replayed (ms per call)':34} {'K':>5} {'fused ms':>9} {'dense+topk':>10} {'speedup':>8}"
+              f" {'x HBM':>7}")
+        for r in graphed:
+            d = dense.get((r["point"], r.get("accuracy"), r["k"]), {})
+            name = r["point"] + (" reduced" if r.get("accuracy") == "reduced" else "")
+            hbm = r["graph_ms"] / r["key_read_floor_ms"] if r.get("key_read_floor_ms") else float("nan")
+            print(f"{name:34} {r['k']:>5} {r['graph_ms']:>9.4f} {d.get('graph_ms', float('nan')):>10.4f}"
+                  f" {r['graph_speedup_vs_dense']:>8.2f} {hbm:>7.2f}")
 
 
 def plan_name(plan):
