@@ -344,7 +344,9 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
                 prof[sm90::kProfileCompactedKeys] / std::max(1.0, double(prof[sm90::kProfileCompactions]))},
                {"finish_cycles", prof[sm90::kProfileFinish] / ctas},
                {"sort_cycles", prof[sm90::kProfileSortCycles] / ctas},
-               {"selector_wait_cycles", prof[sm90::kProfileSelectorWait] / ctas}};
+               {"selector_wait_cycles", prof[sm90::kProfileSelectorWait] / ctas},
+               {"guesses_held_rows", prof[sm90::kProfileGuessesHeld]},  // totals over the call's rows
+               {"repaired_rows", prof[sm90::kProfileRepairs]}};
   }
   unsigned long long sprof[sm90::kFusedStagedProfileSlots];
   if (profiled(sm90::fused_staged_profile, sprof)) {

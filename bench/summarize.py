@@ -79,12 +79,13 @@ def profile(recs):
     if not rows:
         return
     print(f"{'fused profile, cycles per CTA':34} {'consume':>10} {'votes':>10} {'compact':>10} {'n comp':>7}"
-          f" {'keys/comp':>9} {'finish':>10} {'sort':>10}")
+          f" {'keys/comp':>9} {'finish':>10} {'sort':>10}  guess held / repaired (rows)")
     for r in rows:
         p = r["profile_per_cta"]
         print(f"{r['point']:34} {p['consume_cycles']:>10.0f} {p['vote_cycles']:>10.0f} {p['compact_cycles']:>10.0f}"
               f" {p['compactions']:>7.1f} {p['keys_per_compaction']:>9.0f} {p['finish_cycles']:>10.0f}"
-              f" {p.get('sort_cycles', float('nan')):>10.0f}")
+              f" {p.get('sort_cycles', float('nan')):>10.0f}"
+              f"  {p.get('guesses_held_rows', float('nan')):.0f} / {p.get('repaired_rows', float('nan')):.0f}")
 
 
 def plans(recs):

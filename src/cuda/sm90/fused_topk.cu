@@ -388,8 +388,12 @@ __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, Smem& sm,
     if (sink.st.count[r] > 2 * k) sink.template compact<Select>(sink.st.select.all, r, t, k + k / 8);
     if (sink.st.count[r] > k) sink.template compact<Select>(sink.st.select.all, r, t, k);
     const uint32_t n = sink.st.count[r];
-    if (f.repair != nullptr && !f.repair_launch && t == 0)
-      f.repair[gr.row] = sink.st.guessed[r] == 0 ? 0u : n < uint32_t(f.k) ? kRepair : kGuessHeld;
+    if (f.repair != nullptr && !f.repair_launch && t == 0) {
+      const uint32_t flag = sink.st.guessed[r] == 0 ? 0u : n < uint32_t(f.k) ? kRepair : kGuessHeld;
+      f.repair[gr.row] = flag;
+      sink.clock.add(kProfileGuessesHeld, flag == kGuessHeld ? 1u : 0u);
+      sink.clock.add(kProfileRepairs, flag == kRepair ? 1u : 0u);
+    }
     uint64_t* kr = sink.keys + size_t(r) * f.cap;
     if (a.g.splits > 1) {
       const int64_t slot = gr.row * a.g.splits + split;

@@ -73,6 +73,8 @@ enum FusedProfile : int {
   kProfileFinish,          // cycles of the finish: final compactions, sort, output writes
   kProfileSortCycles,      // of which the final sorts
   kProfileSelectorWait,    // the selector warpgroup's waits for the consumers' tiles (FI_FUSED_SELECTOR)
+  kProfileGuessesHeld,     // rows (not cycles): a sampled start's guess held (at least K keys >= it)
+  kProfileRepairs,         // rows: the guess was above the K-th key, so the repair launch scored them again
   kFusedProfileSlots
 };
 // Copies the counters (and zeroes them with reset); false in builds without the knob.
