@@ -289,10 +289,10 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
   // outputs compared below are then the replays' (the same inputs: the same bits).
   float fused_graph_ms = -1.0f, dense_graph_ms = -1.0f;
   if (pt.decode) {
-    auto graph_ms = [&](auto&& call) {
+    auto graph_ms = [&](const Launch& base_launch, auto&& call) {
       const float ms = median_graph_ms(
           [&](cudaStream_t s) {
-            Launch gl = l;
+            Launch gl = base_launch;
             gl.stream = s;
             for (int c = 0; c < rotation.n; ++c) {
               p.cache.pool = rotation.next();
@@ -302,11 +302,10 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
           3, opt.iters);
       return ms < 0 ? ms : ms / float(rotation.n);
     };
-    fused_graph_ms = graph_ms([&](const Launch& gl) {
+    fused_graph_ms = graph_ms(l, [&](const Launch& gl) {
       if (Status st = fused_topk(p, outs[0], gl); !st.is_ok()) fused_status = st;
     });
-    dense_graph_ms = graph_ms([&](Launch gl) {
-      gl.workspace_bytes = topk_ws;
+    dense_graph_ms = graph_ms(ld, [&](const Launch& gl) {
       Status st = dense_logits(p, logits, gl);
       if (st.is_ok()) st = topk_over_logits(t, outs[1], gl);
       if (!st.is_ok()) dense_status = st;

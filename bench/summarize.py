@@ -30,9 +30,15 @@ def fused(recs):
     print(f"{'point':34} {'K':>5} {'fused ms':>9} {'dense+topk':>10} {'speedup':>8} {'x tensor':>9}"
           f" {'x HBM':>7} {'fused MiB':>9} {'dense MiB':>9} {'same':>5}  plan")
     graphed = [r for r in rows if "graph_ms" in r]
+
+    def dense_of(r):
+        return dense.get((r["point"], r.get("accuracy"), r["k"]), {})
+
+    def name_of(r):
+        return r["point"] + (" reduced" if r.get("accuracy") == "reduced" else "")
+
     for r in rows:
-        d = dense.get((r["point"], r.get("accuracy"), r["k"]), {})
-        name = r["point"] + (" reduced" if r.get("accuracy") == "reduced" else "")
+        d, name = dense_of(r), name_of(r)
         print(f"{name:34} {r['k']:>5} {r['time_ms']:>9.4f} {d.get('time_ms', float('nan')):>10.4f}"
               f" {r['speedup_vs_dense']:>8.2f} {r['x_tensor_floor']:>9.2f} {r['x_key_read_floor']:>7.2f}"
               f" {r['extra_bytes'] / 2**20:>9.1f} {d.get('extra_bytes', float('nan')) / 2**20:>9.1f}"
@@ -43,8 +49,7 @@ def fused(recs):
         print(f"{'graph-replayed (ms per call)':34} {'K':>5} {'fused ms':>9} {'dense+topk':>10} {'speedup':>8}"
               f" {'x HBM':>7}")
         for r in graphed:
-            d = dense.get((r["point"], r.get("accuracy"), r["k"]), {})
-            name = r["point"] + (" reduced" if r.get("accuracy") == "reduced" else "")
+            d, name = dense_of(r), name_of(r)
             hbm = r["graph_ms"] / r["key_read_floor_ms"] if r.get("key_read_floor_ms") else float("nan")
             print(f"{name:34} {r['k']:>5} {r['graph_ms']:>9.4f} {d.get('graph_ms', float('nan')):>10.4f}"
                   f" {r['graph_speedup_vs_dense']:>8.2f} {hbm:>7.2f}")
