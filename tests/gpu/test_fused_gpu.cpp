@@ -273,12 +273,13 @@ void expect_lockstep_exact(const HostProblem& h, const std::string& what, int pl
 // each row's K-th key, the rows underfill, and
 // the repair launch scores the groups again without the guess. Exact either way; the
 // workspace's per-row flags (its first rows x 4 bytes: 2 = guess held, 1 = repaired)
-// show which path ran.
-void expect_sampled_start(bool boost, int32_t context) {
+// show which path ran. K = 2048: the warpgroups share tiles and sample single tiles;
+// K = 512: alternate tiles, sampled in pairs (cuda::fused_takes_alternate256).
+void expect_sampled_start(bool boost, int32_t context, int32_t kK = 2048) {
   int optin = 0, sms = 0;
   GPU_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
   GPU_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  constexpr int32_t kK = 2048, kNextN = 4;
+  constexpr int32_t kNextN = 4;
   const int32_t requests = 2 * sms;
   SyntheticSpec s = spec(CacheFormat::kFp8E4M3, Generator::kGaussian, 0, 1, context, kK, 90 + boost);
   s.form = RowForm::kDecode;
@@ -299,10 +300,13 @@ void expect_sampled_start(bool boost, int32_t context) {
 
   const int32_t len = h.context_lens[0];
   const int32_t cap = sm90::fused_topk_capacity(CacheFormat::kFp8E4M3, 64, kNextN, size_t(optin));
-  const int32_t every = flashindexer::cuda::fused_vote_interval(cap, kK, 64);
-  const sm90::SampleOrder order =
-      sm90::SampleOrder::plan((len + 63) / 64, flashindexer::cuda::fused_sample_tiles(cap, kK, 64, every));
-  ASSERT_GT(order.sample, 0) << "cap " << cap << ", length " << len;
+  const bool pairs = flashindexer::cuda::fused_takes_alternate256(64, kNextN, kK, cap);
+  ASSERT_EQ(pairs, kK <= 1024) << "cap " << cap << ", K " << kK;
+  const int32_t step = flashindexer::cuda::fused_step_puts(64, kNextN, pairs);
+  const int32_t every = flashindexer::cuda::fused_vote_interval(cap, kK, step);
+  const int32_t sample_steps = flashindexer::cuda::fused_sample_tiles(cap, kK, step, every);
+  const sm90::SampleOrder order = sm90::SampleOrder::plan((len + 63) / 64, sample_steps * (pairs ? 2 : 1));
+  ASSERT_GT(order.sample, 0) << "cap " << cap << ", length " << len << ", K " << kK;
   if (boost)
     for (int32_t j = 0; j < order.sample; ++j)
       for (int64_t pos = int64_t(order.tile(j)) * 64; pos < std::min<int64_t>(order.tile(j) * 64 + 64, len); ++pos) {
@@ -325,7 +329,8 @@ void expect_sampled_start(bool boost, int32_t context) {
     std::memcpy(&flag, ws.data() + 4 * r, 4);
     wrong += flag != (boost ? 1u : 2u);
   }
-  EXPECT_EQ(wrong, 0) << (boost ? "boosted sample: rows not repaired" : "gaussian: rows whose guess did not hold");
+  EXPECT_EQ(wrong, 0) << (boost ? "boosted sample: rows not repaired" : "gaussian: rows whose guess did not hold")
+                      << ", K " << kK;
   const HostResults fused = f.out.host();
   EXPECT_EQ(long_rows(fused), rows);
   const DenseThenTopK dense = gpu_dense_then_topk(d.p);
@@ -336,6 +341,13 @@ void expect_sampled_start(bool boost, int32_t context) {
 TEST(GpuFused, SampledGuessHoldsOrIsRepaired) {
   SKIP_WITHOUT_GPU();
   for (const bool boost : {false, true}) expect_sampled_start(boost, 32768);
+}
+
+// The same on alternate tiles (K = 512): the sample is taken in pairs of tiles, and the
+// guess by all 256 consumer threads.
+TEST(GpuFused, SampledPairsGuessHoldsOrIsRepaired) {
+  SKIP_WITHOUT_GPU();
+  for (const bool boost : {false, true}) expect_sampled_start(boost, 32768, 512);
 }
 
 // The sampled start with H = 32: ragged fp8 prefill rows in groups of 8 (N = 256), 2 x SMs
@@ -1072,6 +1084,7 @@ TEST(GpuFused, SanitizerDecodeClustersPairsH64) {
 TEST(GpuFused, SanitizerSampledStart) {
   SKIP_WITHOUT_GPU();
   expect_sampled_start(true, 24576);
+  expect_sampled_start(true, 24576, 512);
 }
 
 }  // namespace
