@@ -162,19 +162,21 @@ constexpr uint32_t kRepair = 1;     // the guess was above the K-th key: scored 
 // Groups of N = 256 on alternate tiles (PagedScorer's kAlternate256) where the candidate
 // buffers hold at least 2 K keys and 1,024 above K (cuda::fused_takes_alternate256): both
 // warpgroups score every row, so a step is a pair of tiles, the votes and compactions take all
-// 256 consumer threads, and the tile order is the plain one (no sampled start). Otherwise the
-// warpgroups share tiles: each owns rows, after a sampled start. Both kernels are built for
+// 256 consumer threads, and a step samples a pair of tiles (the guess taken by all 256
+// consumer threads). Otherwise the warpgroups share tiles: each owns rows, after a sampled
+// start of single tiles. Both kernels are built for
 // every group of 256; the host picks one per call (fused_topk). Measured (docs/perf.md, session 27), 8,192 x
 // 65,536: V4-Pro 18.27 -> 16.79 ms, V4-Flash 18.04 -> 15.90, V4-Pro x 196,608 52.89 -> 46.33.
 // Experiment knobs: FI_FUSED_N256_ALTERNATE=0 keeps shared tiles, =2 takes alternate tiles
-// wherever the capacity allows (fused_min_capacity(K, 128)); FI_FUSED_SAMPLED_PAIRS=1 starts
-// alternate tiles with a sampled start on pairs, the guess taken by all 256 consumer threads
-// (V4-Pro 17.28 ms: slower than without).
+// wherever the capacity allows (fused_min_capacity(K, 128)); FI_FUSED_SAMPLED_PAIRS=0 starts
+// alternate tiles in the plain order from tau = 0. The sampled start on pairs cuts the
+// compactions per CTA from 28.2 to 7.6 at V4-Pro (docs/perf.md, session 35): 8,192 x 65,536
+// V4-Pro 16.44 -> 15.66 ms, V4-Flash 15.62 -> 15.29, V4-Pro x 196,608 44.97 -> 44.51.
 #ifndef FI_FUSED_N256_ALTERNATE
 #define FI_FUSED_N256_ALTERNATE 1
 #endif
 #ifndef FI_FUSED_SAMPLED_PAIRS
-#define FI_FUSED_SAMPLED_PAIRS 0
+#define FI_FUSED_SAMPLED_PAIRS 1
 #endif
 bool fused_alternate256(int heads, int rows, int32_t k, int32_t cap) {
   if (FI_FUSED_N256_ALTERNATE == 2) return heads * rows == 256 && cap >= cuda::fused_min_capacity(k, 128);
