@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
-# Builds a knob variant of the release build here, for tools/device_prebuilt.sh: one CUDA
-# source recompiled with extra flags (e.g. -DFI_FUSED_PROFILE=1) and relinked into copies of
+# Builds a knob variant of the release build here, for tools/device_prebuilt.sh: one or more
+# sources recompiled with extra flags (e.g. -DFI_FUSED_PROFILE=1) and relinked into copies of
 # the release CLI and tests, in build/v_NAME. One source's compile (~4 min for fused_topk.cu
 # on two cores) instead of a whole build tree; run several side by side.
-#   usage: tools/knob_variant.sh NAME "FLAGS" [SOURCE (default src/cuda/sm90/fused_topk.cu)]
+#   usage: tools/knob_variant.sh NAME "FLAGS" ["SOURCE ..." (default src/cuda/sm90/fused_topk.cu)]
 #   then:  tools/pack_prebuilt.sh build/release build/v_NAME ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 2 ] || { echo "usage: $0 NAME \"FLAGS\" [SOURCE]" >&2; exit 2; }
-name=$1 flags=$2 src=${3:-src/cuda/sm90/fused_topk.cu}
-rel=build/release out=$PWD/build/v_$name obj=$(basename "$src").o
+[ $# -ge 2 ] || { echo "usage: $0 NAME \"FLAGS\" [\"SOURCE ...\"]" >&2; exit 2; }
+name=$1 flags=$2 sources=${3:-src/cuda/sm90/fused_topk.cu}
+rel=build/release out=$PWD/build/v_$name
 [ -f "$rel/libflashindexer.a" ] || { echo "$rel is not built" >&2; exit 1; }
 mkdir -p "$out/tests"
-compile=$(ninja -C "$rel" -t commands flashindexer | grep -F -- "-c $PWD/$src " | head -1)
-[ -n "$compile" ] || { echo "no compile command for $src in $rel" >&2; exit 1; }
-# Drop the dependency-file flags and write the object into the variant's folder.
-compile=$(sed -E "s# -MD -MT [^ ]+ -MF [^ ]+##; s# -o [^ ]+\.o# -o $out/$obj#" <<< "$compile")
-(cd "$rel" && eval "$compile $flags")
+objs=()
+for src in $sources; do
+  obj=$(basename "$src").o
+  compile=$(ninja -C "$rel" -t commands flashindexer | grep -E -- "-c $PWD/$src( |$)" | head -1)
+  [ -n "$compile" ] || { echo "no compile command for $src in $rel" >&2; exit 1; }
+  # Drop the dependency-file flags and write the object into the variant's folder.
+  compile=$(sed -E "s# -MD -MT [^ ]+ -MF [^ ]+##; s# -o [^ ]+\.o# -o $out/$obj#" <<< "$compile")
+  (cd "$rel" && eval "$compile $flags")
+  objs+=("$out/$obj")
+done
 cp "$rel/libflashindexer.a" "$out/libflashindexer.a"
-ar r "$out/libflashindexer.a" "$out/$obj" 2>/dev/null
+ar r "$out/libflashindexer.a" "${objs[@]}" 2>/dev/null
 link() {  # target, output path relative to the release dir
   local cmd
   cmd=$(ninja -C "$rel" -t commands "$1" | tail -1)
@@ -27,4 +32,4 @@ link() {  # target, output path relative to the release dir
 }
 link flashindexer_cli flashindexer
 link flashindexer_tests tests/flashindexer_tests
-echo "built $out ($src with $flags)"
+echo "built $out ($sources with $flags)"
