@@ -182,6 +182,7 @@ class CudaBackend final : public BackendImpl {
       return sm90::fused_topk_capacity(p.cache.format, h, rows, device().smem_optin) >=
              sm90::fused_topk_min_capacity(p.k, h, rows);
     };
+    if (FI_FUSED_PREFILL_ROWS > 0 && fits(FI_FUSED_PREFILL_ROWS)) return FI_FUSED_PREFILL_ROWS;  // the knob
     const int32_t full = 256 / h;
     return !fits(full) && fits(full / 2) ? full / 2 : 0;
   }

@@ -223,6 +223,9 @@ inline ScorerPlan plan_scorer(bool decode, int64_t rows, int32_t next_n, int32_t
 #ifndef FI_DENSE_PREFILL_ROWS
 #define FI_DENSE_PREFILL_ROWS 0
 #endif
+#ifndef FI_FUSED_PREFILL_ROWS
+#define FI_FUSED_PREFILL_ROWS 0  // experiment knob: > 0 gives the fused operator's prefill groups that many rows where they fit
+#endif
 // plan_scorer's prefill_rows for the dense operator: groups of N = 128 columns (128 / H rows)
 // for fp8 caches in the default mode (three consumer warpgroups on alternate tiles,
 // dense_logits.cu), which measured 4.7% faster than N = 256 in ping-pong at H = 64 (V3.2

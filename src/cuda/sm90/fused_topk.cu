@@ -819,7 +819,8 @@ bool alternate(const IndexerProblem& p, const cuda::ScorerPlan& plan, int32_t ca
 // The sampled start needs N = 256 on shared tiles (steps of one tile; or pairs under
 // FI_FUSED_SAMPLED_PAIRS) and one split (fused_sample_tiles).
 bool samples(const IndexerProblem& p, const cuda::ScorerPlan& plan, bool alternate256) {
-  return int64_t(p.queries.num_heads) * plan.rows_per_group == 256 && (fused_sampled_pairs() || !alternate256);
+  const int64_t n = int64_t(p.queries.num_heads) * plan.rows_per_group;
+  return (n == 256 && (fused_sampled_pairs() || !alternate256)) || (FI_SCORER_SAMPLED_N128 && n < 256 && fused_sampled_pairs());
 }
 size_t repair_flags_bytes(const IndexerProblem& p) { return size_t(p.rows.rows()) * sizeof(uint32_t); }
 }  // namespace
@@ -862,8 +863,8 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
     f.vote_limit = uint32_t(f.cap - kTilePuts);
   }
   const bool sampled = FI_FUSED_SAMPLE && !selector && args.plan.splits == 1 && samples(p, args.plan, pairs);
-  // fused_sample_tiles counts steps: a pair of tiles each on alternate tiles.
-  f.max_sample = sampled ? cuda::fused_sample_tiles(f.cap, f.k, step, f.vote_every) * (pairs ? 2 : 1) : 0;
+  // fused_sample_tiles counts steps: a pair of tiles each where a step puts 128 keys per row.
+  f.max_sample = sampled ? cuda::fused_sample_tiles(f.cap, f.k, step, f.vote_every) * (step / 64) : 0;
   f.repair = f.max_sample > 0 ? static_cast<uint32_t*>(args.workspace) : nullptr;
   f.repair_launch = false;
   auto run = [&](const FusedParams& fp) {

@@ -331,6 +331,9 @@ __device__ __forceinline__ void sink_tile_done(Sink& s, int i) {
 // mode) can take it too (the fused operator at K <= cap / 2): each warpgroup then converts
 // only its own tiles' keys. kSampledPairs (with kAlternate256): the tile order may start
 // with a sample (sampled_start.h), as shared tiles' may.
+#ifndef FI_SCORER_SAMPLED_N128
+#define FI_SCORER_SAMPLED_N128 0  // experiment knob: 1 lets kSampledPairs start groups of N < 256 (pairs of tiles) with a sample
+#endif
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy, int kConsumerWgs = 2,
           int kRing = kScorerStages, bool kAlternate256 = false, bool kSampledPairs = false>
 struct PagedScorer {
@@ -339,7 +342,8 @@ struct PagedScorer {
   static constexpr Fp8Kind kKind = kMx ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
   static_assert(!kAlternate256 || (kN == 256 && kConsumerWgs == 2), "alternate tiles of 256 columns: groups of N = 256");
   static constexpr bool kShareTiles = kN == 256 && !kAlternate256;  // both consumers on every tile
-  static constexpr bool kSampledOrder = kShareTiles || (kAlternate256 && kSampledPairs);  // sampled_start.h
+  static constexpr bool kSampledOrder =  // sampled_start.h
+      kShareTiles || ((kAlternate256 || (FI_SCORER_SAMPLED_N128 && kN < 256 && kConsumerWgs == 2)) && kSampledPairs);
   static constexpr int kNw = kShareTiles ? kN / 2 : kN;      // columns per consumer warpgroup
   static constexpr int kRowsW = kNw / kHeads;                // rows per consumer warpgroup
   static constexpr uint32_t kEmptyArrivals = kShareTiles ? 256 : 128;
