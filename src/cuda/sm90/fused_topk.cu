@@ -402,7 +402,7 @@ __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, Smem& sm,
   for (int r = 0; r < kRows; ++r) {
     const GroupRow gr = sm.rows[r];
     if (gr.row < 0) continue;
-    const uint32_t k = uint32_t(f.k);  // one row: compacted here, by all 256 threads
+    const uint32_t k = uint32_t(f.k);  // kRows = 1: compacted here, by all 256 threads
     if (sink.st.count[r] > 2 * k) sink.template compact<Select>(sink.st.select.all, r, t, k + k / 8);
     if (sink.st.count[r] > k) sink.template compact<Select>(sink.st.select.all, r, t, k);
     const uint32_t n = sink.st.count[r];
@@ -816,8 +816,9 @@ int32_t capacity(const IndexerProblem& p, const cuda::ScorerPlan& plan, size_t s
 bool alternate(const IndexerProblem& p, const cuda::ScorerPlan& plan, int32_t cap) {
   return fused_alternate256(p.queries.num_heads, plan.rows_per_group, p.k, cap);
 }
-// The sampled start needs N = 256 on shared tiles (steps of one tile; or pairs under
-// FI_FUSED_SAMPLED_PAIRS) and one split (fused_sample_tiles).
+// The sampled start needs one split (fused_sample_tiles) and N = 256: on shared tiles steps
+// of one tile, on alternate tiles pairs (FI_FUSED_SAMPLED_PAIRS); smaller N (pairs of tiles)
+// only under the experiment knob FI_SCORER_SAMPLED_N128.
 bool samples(const IndexerProblem& p, const cuda::ScorerPlan& plan, bool alternate256) {
   const int64_t n = int64_t(p.queries.num_heads) * plan.rows_per_group;
   return (n == 256 && (fused_sampled_pairs() || !alternate256)) || (FI_SCORER_SAMPLED_N128 && n < 256 && fused_sampled_pairs());
