@@ -273,9 +273,10 @@ void expect_lockstep_exact(const HostProblem& h, const std::string& what, int pl
 // each row's K-th key, the rows underfill, and
 // the repair launch scores the groups again without the guess. Exact either way; the
 // workspace's per-row flags (its first rows x 4 bytes: 2 = guess held, 1 = repaired)
-// show which path ran. K = 2048: the warpgroups share tiles and sample single tiles;
-// K = 512: alternate tiles, sampled in pairs (cuda::fused_takes_alternate256).
-void expect_sampled_start(bool boost, int32_t context, int32_t kK = 2048) {
+// show which path ran. H = 64, K = 2048: the warpgroups share tiles and sample single
+// tiles; K = 512: alternate tiles, sampled in pairs (cuda::fused_takes_alternate256); H = 32
+// (N = 128, GLM-5's groups): alternate tiles, sampled in pairs.
+void expect_sampled_start(bool boost, int32_t context, int32_t kK = 2048, int32_t heads = 64) {
   int optin = 0, sms = 0;
   GPU_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
   GPU_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -284,9 +285,11 @@ void expect_sampled_start(bool boost, int32_t context, int32_t kK = 2048) {
   SyntheticSpec s = spec(CacheFormat::kFp8E4M3, Generator::kGaussian, 0, 1, context, kK, 90 + boost);
   s.form = RowForm::kDecode;
   s.next_n = kNextN;
+  s.num_heads = heads;
   HostProblem h = make(s);
-  const HostProblem queries =
-      make(spec(CacheFormat::kFp8E4M3, Generator::kGaussian, int64_t(requests) * kNextN, 1, 64, kK, 190 + boost));
+  SyntheticSpec qs = spec(CacheFormat::kFp8E4M3, Generator::kGaussian, int64_t(requests) * kNextN, 1, 64, kK, 190 + boost);
+  qs.num_heads = heads;
+  const HostProblem queries = make(qs);
   ASSERT_EQ(h.page_size, 64);
   ASSERT_EQ(h.num_requests, 1);
   const std::vector<int32_t> table = h.page_table;
@@ -299,13 +302,13 @@ void expect_sampled_start(bool boost, int32_t context, int32_t kK = 2048) {
   for (size_t i = 3; i < h.weights.size(); i += 4) h.weights[i] &= 0x7F;  // |w|: scores >= 0, so the boost raises them
 
   const int32_t len = h.context_lens[0];
-  const int32_t cap = sm90::fused_topk_capacity(CacheFormat::kFp8E4M3, 64, kNextN, size_t(optin));
-  const bool pairs = flashindexer::cuda::fused_takes_alternate256(64, kNextN, kK, cap);
-  ASSERT_EQ(pairs, kK <= 1024) << "cap " << cap << ", K " << kK;
-  const int32_t step = flashindexer::cuda::fused_step_puts(64, kNextN, pairs);
+  const int32_t cap = sm90::fused_topk_capacity(CacheFormat::kFp8E4M3, heads, kNextN, size_t(optin));
+  const bool pairs = flashindexer::cuda::fused_takes_alternate256(heads, kNextN, kK, cap);
+  ASSERT_EQ(pairs, heads == 64 && kK <= 1024) << "cap " << cap << ", K " << kK;
+  const int32_t step = flashindexer::cuda::fused_step_puts(heads, kNextN, pairs);  // 128: a pair of tiles
   const int32_t every = flashindexer::cuda::fused_vote_interval(cap, kK, step);
   const int32_t sample_steps = flashindexer::cuda::fused_sample_tiles(cap, kK, step, every);
-  const sm90::SampleOrder order = sm90::SampleOrder::plan((len + 63) / 64, sample_steps * (pairs ? 2 : 1));
+  const sm90::SampleOrder order = sm90::SampleOrder::plan((len + 63) / 64, sample_steps * (step / 64));
   ASSERT_GT(order.sample, 0) << "cap " << cap << ", length " << len << ", K " << kK;
   if (boost)
     for (int32_t j = 0; j < order.sample; ++j)
@@ -330,7 +333,7 @@ void expect_sampled_start(bool boost, int32_t context, int32_t kK = 2048) {
     wrong += flag != (boost ? 1u : 2u);
   }
   EXPECT_EQ(wrong, 0) << (boost ? "boosted sample: rows not repaired" : "gaussian: rows whose guess did not hold")
-                      << ", K " << kK;
+                      << ", H " << heads << ", K " << kK;
   const HostResults fused = f.out.host();
   EXPECT_EQ(long_rows(fused), rows);
   const DenseThenTopK dense = gpu_dense_then_topk(d.p);
@@ -348,6 +351,13 @@ TEST(GpuFused, SampledGuessHoldsOrIsRepaired) {
 TEST(GpuFused, SampledPairsGuessHoldsOrIsRepaired) {
   SKIP_WITHOUT_GPU();
   for (const bool boost : {false, true}) expect_sampled_start(boost, 32768, 512);
+}
+
+// Groups of N = 128 (H = 32, 4 rows, K = 2048: GLM-5's prefill groups) take alternate tiles
+// whatever K, and sample in pairs of tiles too.
+TEST(GpuFused, SampledPairsOfThirtyTwoHeadsHoldOrAreRepaired) {
+  SKIP_WITHOUT_GPU();
+  for (const bool boost : {false, true}) expect_sampled_start(boost, 32768, 2048, 32);
 }
 
 // The sampled start with H = 32: ragged fp8 prefill rows in groups of 8 (N = 256), 2 x SMs
@@ -1085,6 +1095,7 @@ TEST(GpuFused, SanitizerSampledStart) {
   SKIP_WITHOUT_GPU();
   expect_sampled_start(true, 24576);
   expect_sampled_start(true, 24576, 512);
+  expect_sampled_start(true, 24576, 2048, 32);
 }
 
 }  // namespace

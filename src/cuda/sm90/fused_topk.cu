@@ -19,8 +19,9 @@
 //   full) and tau rises to that edge. Groups of N = 256 take alternate tiles where the buffers hold
 //   2 K keys, 1,024 of them above K (cuda::fused_takes_alternate256), else share tiles: each
 //   warpgroup scores rows of its own and votes and compacts alone (128 threads); otherwise both
-//   warpgroups score every row and vote together. With one split, N = 256 starts with a sampled
-//   start (sampled_start.h; on alternate tiles a step samples a pair of tiles).
+//   warpgroups score every row and vote together (N = 256 on alternate tiles, and every N < 256).
+//   With one split a group starts with a sampled start (sampled_start.h; on alternate tiles a
+//   step samples a pair of tiles).
 //   Exact and bounded by construction; the producer keeps filling the key ring meanwhile.
 //   Finish: a last, exact compaction to min(K, n), two rows at a time (one per warpgroup); then
 //   per row
@@ -43,10 +44,9 @@
 //   lockstep kernel (docs/perf.md, session 32).
 // Decode rows take fused_staged.cu instead where its plan applies (a cluster per row segment;
 //   speculative rows while B x context <= 4M positions; the dispatch is in fused_topk()).
-// Measured (docs/perf.md, sessions 25-27): bit-identical to dense + TopK everywhere; prefill
-//   on alternate tiles 0.98x of dense + TopK at V4-Pro 8,192 x 65,536, 1.02x at V4-Flash,
-//   1.03x at V4-Pro x 196,608; 0.85-0.87x at K = 2048 (V3.2), 0.73x at H = 32 (GLM-5,
-//   groups of 4: docs/design.md, "Next").
+// Measured (docs/perf.md, sessions 35-36): bit-identical to dense + TopK everywhere; prefill
+//   8,192 x 65,536 at 0.92x of dense + TopK (V4-Pro), 0.94x (V4-Flash and V4-Pro x 196,608),
+//   0.80x at K = 2048 (V3.2), 0.74x at H = 32 (GLM-5, groups of 4; docs/design.md, "Next").
 #include "../../core/rank_key.h"
 #include "bitmap_order.cuh"
 #include "bitonic_sort.cuh"
@@ -816,9 +816,9 @@ int32_t capacity(const IndexerProblem& p, const cuda::ScorerPlan& plan, size_t s
 bool alternate(const IndexerProblem& p, const cuda::ScorerPlan& plan, int32_t cap) {
   return fused_alternate256(p.queries.num_heads, plan.rows_per_group, p.k, cap);
 }
-// The sampled start needs one split (fused_sample_tiles) and N = 256: on shared tiles steps
-// of one tile, on alternate tiles pairs (FI_FUSED_SAMPLED_PAIRS); smaller N (pairs of tiles)
-// only under the experiment knob FI_SCORER_SAMPLED_N128.
+// The sampled start needs one split (fused_sample_tiles): N = 256 on shared tiles in steps of
+// one tile, on alternate tiles in pairs (FI_FUSED_SAMPLED_PAIRS); N < 256 (alternate tiles)
+// in pairs too, unless FI_SCORER_SAMPLED_N128=0.
 bool samples(const IndexerProblem& p, const cuda::ScorerPlan& plan, bool alternate256) {
   const int64_t n = int64_t(p.queries.num_heads) * plan.rows_per_group;
   return (n == 256 && (fused_sampled_pairs() || !alternate256)) || (FI_SCORER_SAMPLED_N128 && n < 256 && fused_sampled_pairs());

@@ -329,10 +329,12 @@ __device__ __forceinline__ void sink_tile_done(Sink& s, int i) {
 // warpgroup's epilogue runs under the other's MMAs) instead of both on every tile, 128
 // columns each; a lockstep sink's step is then a pair of tiles. The FP16 chain (fp8, default
 // mode) can take it too (the fused operator at K <= cap / 2): each warpgroup then converts
-// only its own tiles' keys. kSampledPairs (with kAlternate256): the tile order may start
-// with a sample (sampled_start.h), as shared tiles' may.
+// only its own tiles' keys. kSampledPairs (with kAlternate256, or N < 256, whose warpgroups
+// always take alternate tiles): the tile order may start with a sample (sampled_start.h), as
+// shared tiles' may. GLM-5 prefill (H = 32, groups of 4: N = 128) 14.22 -> 13.11 ms with it
+// (docs/perf.md, session 36).
 #ifndef FI_SCORER_SAMPLED_N128
-#define FI_SCORER_SAMPLED_N128 0  // experiment knob: 1 lets kSampledPairs start groups of N < 256 (pairs of tiles) with a sample
+#define FI_SCORER_SAMPLED_N128 1  // experiment knob: 0 keeps groups of N < 256 in the plain order (no sample)
 #endif
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy, int kConsumerWgs = 2,
           int kRing = kScorerStages, bool kAlternate256 = false, bool kSampledPairs = false>
