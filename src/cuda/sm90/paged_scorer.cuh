@@ -273,12 +273,13 @@ inline constexpr int kLaunchRegs = 168;
 // Ping-pong (order only, same scores): the two consumer warpgroups that share tiles (N = 256)
 // take turns on the tensor cores, so one's epilogue runs under the other's MMAs (named
 // barriers 4, 5). Measured at d000f7a (docs/perf.md, session 8): dense fp8 in the default
-// mode (FP16 chain) 1.09x faster; the FP8 chains (kReduced) and the fused sink, whose
-// per-tile step barrier lets only one epilogue hide, 2-3% slower. FI_SCORER_PINGPONG: 0 never,
-// 1 wherever tiles are shared, 2 (default) only for the FP16 chain of a non-lockstep sink.
-// Since session 25 the dense operator scores prefill in that mode in groups of N = 128 with
-// three consumer warpgroups instead (4.7% faster at H = 64), so only the knob's groups of
-// N = 256 take turns.
+// mode (FP16 chain) 1.09x faster; the FP8 chains (kReduced) 2-3% slower. FI_SCORER_PINGPONG:
+// 0 never, 1 wherever tiles are shared, 2 (default) only for the FP16 chain. Since session 25
+// the dense operator scores prefill in that mode in groups of N = 128 with three consumer
+// warpgroups instead (4.7% faster at H = 64), so it takes turns only in the knob's groups of
+// N = 256; the fused operator's shared tiles (K = 2048) do: V3.2 20.48 -> 20.24 ms (docs/perf.md,
+// session 36; session 8 measured the fused sink slower, when every step met at a barrier: its
+// shared-tile votes are per warpgroup since).
 #ifndef FI_SCORER_PINGPONG
 #define FI_SCORER_PINGPONG 2
 #endif
@@ -1403,7 +1404,7 @@ struct PagedScorer {
     constexpr bool kUniformCw = kUniformStage || (FI_SCORER_UNIFORM_INDICES == 1 && kF16 && Sink::kLockstep);
     const int cw = kUniformCw ? ptx::warp_uniform(cw_in) : cw_in;
     constexpr bool kPingPong =
-        kShareTiles && (FI_SCORER_PINGPONG == 1 || (FI_SCORER_PINGPONG == 2 && kF16 && !Sink::kLockstep));
+        kShareTiles && (FI_SCORER_PINGPONG == 1 || (FI_SCORER_PINGPONG == 2 && kF16));
     const int t = threadIdx.x - 128;  // 0..255
     const int lane = t & 31, warp = (t >> 5) & 3;
     const int m0 = warp * 16 + (lane >> 2), m1 = m0 + 8;
