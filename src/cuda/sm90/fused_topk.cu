@@ -30,7 +30,8 @@
 //     bitonic sort (bitonic_sort.cuh); outputs written as TopK's write_row does;
 //   - several splits: the local top K to the workspace (SplitCandidates), merged by the
 //     merge kernel of topk_over_logits.cu (the one TopK's split rows use).
-// Warp roles: the scorer's (warpgroup 0 produces, 1-2 consume); selection runs on the
+// Warp roles: the scorer's (warpgroup 0 produces, 1-2 consume; on shared tiles in the FP16
+//   chain they take turns on the tensor cores, named barriers 4, 5); selection runs on the
 //   consumers (named barriers 2, 3 per warpgroup, or 1 for both), the finish and output
 //   writes on all 256 consumer threads (named barrier 1).
 // Shared memory: the scorer's (N = 256: fp8 131 KiB, mxfp4 139 KiB) + 8 KiB of radix
