@@ -283,6 +283,14 @@ inline constexpr int kLaunchRegs = 168;
 #ifndef FI_SCORER_PINGPONG
 #define FI_SCORER_PINGPONG 2
 #endif
+// Experiment knob: 1 lets the two consumer warpgroups of a lockstep sink on alternate tiles
+// (the fused operator's N < 256, e.g. GLM-5; the FP16 chain's loop) take turns too, tile by
+// tile in tile order, so a vote (both warpgroups meet at barrier 1) does not leave them
+// issuing their MMAs together (session 36: at V3.2 in groups of 2 rows the votes' structure
+// cost 1.1 ms, at V4 0.2).
+#ifndef FI_SCORER_PINGPONG_ALTERNATE
+#define FI_SCORER_PINGPONG_ALTERNATE 0
+#endif
 // Known-uniform indices (same scores): the consumers' warpgroup and stage indices broadcast
 // from lane 0 (ptx::warp_uniform), so ptxas may keep what derives from them in uniform
 // registers. Whether a loop gains is a matter of scheduling, measured per loop in session 24
@@ -1404,7 +1412,8 @@ struct PagedScorer {
     constexpr bool kUniformCw = kUniformStage || (FI_SCORER_UNIFORM_INDICES == 1 && kF16 && Sink::kLockstep);
     const int cw = kUniformCw ? ptx::warp_uniform(cw_in) : cw_in;
     constexpr bool kPingPong =
-        kShareTiles && (FI_SCORER_PINGPONG == 1 || (FI_SCORER_PINGPONG == 2 && kF16));
+        (kShareTiles && (FI_SCORER_PINGPONG == 1 || (FI_SCORER_PINGPONG == 2 && kF16))) ||
+        (FI_SCORER_PINGPONG_ALTERNATE != 0 && !kShareTiles && Sink::kLockstep && kConsumerWgs == 2);
     const int t = threadIdx.x - 128;  // 0..255
     const int lane = t & 31, warp = (t >> 5) & 3;
     const int m0 = warp * 16 + (lane >> 2), m1 = m0 + 8;
@@ -1450,7 +1459,8 @@ struct PagedScorer {
     // second warpgroup skips a missing last tile of an odd count but still steps).
     const int steps = Sink::kLockstep ? (kShareTiles ? num_tiles : (num_tiles + 1) / 2) : 0;
     // Ping-pong: warpgroup 0 takes the first turn; each hands the tensor cores over once its
-    // MMAs are done (warpgroup 1 not after its last tile, for which no turn is waited).
+    // MMAs are done (shared tiles: warpgroup 1 not after its last tile, for which no turn is
+    // waited; alternate tiles: not after the last tile, the turns following the tile order).
     if constexpr (kPingPong) {
       if (cw == 1 && num_tiles > 0) ptx::named_barrier_arrive(kTurnBarrier, 256);
     }
@@ -1486,7 +1496,8 @@ struct PagedScorer {
       // After the tile's MMAs: the tensor cores to the other warpgroup, the stage to the producer.
       auto release = [&] {
         if constexpr (kPingPong) {
-          if (cw == 0 || i + step < num_tiles) ptx::named_barrier_arrive(kTurnBarrier + (cw ^ 1), 256);
+          const bool next = kShareTiles ? cw == 0 || i + step < num_tiles : i + 1 < num_tiles;
+          if (next) ptx::named_barrier_arrive(kTurnBarrier + (cw ^ 1), 256);
         }
         if constexpr (!kRegKeys) ptx::mbar_arrive(&sm.empty[stage]);
       };
