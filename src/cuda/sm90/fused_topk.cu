@@ -47,7 +47,7 @@
 //   speculative rows while B x context <= 4M positions; the dispatch is in fused_topk()).
 // Measured (docs/perf.md, sessions 35-36): bit-identical to dense + TopK everywhere; prefill
 //   8,192 x 65,536 at 0.92x of dense + TopK (V4-Pro), 0.94x (V4-Flash and V4-Pro x 196,608),
-//   0.80x at K = 2048 (V3.2), 0.74x at H = 32 (GLM-5, groups of 4; docs/design.md, "Next").
+//   0.82x at K = 2048 (V3.2), 0.74x at H = 32 (GLM-5, groups of 4; docs/design.md, "Next").
 #include "../../core/rank_key.h"
 #include "bitmap_order.cuh"
 #include "bitonic_sort.cuh"
