@@ -284,10 +284,10 @@ inline constexpr int kLaunchRegs = 168;
 #define FI_SCORER_PINGPONG 2
 #endif
 // Experiment knob: 1 lets the two consumer warpgroups of a lockstep sink on alternate tiles
-// (the fused operator's N < 256, e.g. GLM-5, and its N = 256 alternate tiles, e.g. V4)
-// take turns too, tile by tile in tile order, so a vote (both
-// warpgroups meet at barrier 1) does not leave them issuing their MMAs together. Session 36:
-// GLM-5 prefill 13.04 -> 12.66 ms; the V4 kernels it changes not yet timed (docs/perf.md).
+// (the fused operator's N < 256, e.g. GLM-5, and its N = 256 alternate tiles, e.g. V4) take
+// turns too, tile by tile in tile order, so a vote (both warpgroups meet at barrier 1) does
+// not leave them issuing their MMAs together. Session 36: GLM-5 prefill 13.04 -> 12.66 ms;
+// the V4 kernels it changes not yet timed (docs/perf.md).
 #ifndef FI_SCORER_PINGPONG_ALTERNATE
 #define FI_SCORER_PINGPONG_ALTERNATE 0
 #endif
