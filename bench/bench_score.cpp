@@ -505,9 +505,42 @@ int run_point(const ScorePoint& pt, const BenchOptions& opt, const nlohmann::jso
   return time_fused(pt, h, p, out, work, opt, base, gemm_tflops, copy_gbps, mem, rotation);
 }
 
+// The benchmark's points: issue 4's and 5's presets; --full adds the context and batch sweeps
+// (and GLM-5).
+std::vector<ScorePoint> score_points(bool full) {
+  std::vector<ScorePoint> points;
+  for (const char* preset : {"v32", "v4-pro"}) {
+    points.push_back({preset, false, 8192, 1, 65536});
+    if (full) {
+      for (int64_t c : {131072, 196608, 262144}) points.push_back({preset, false, 8192, 1, c});
+    }
+    points.push_back({preset, true, 64, 1, 65536});
+    if (full) points.push_back({preset, true, 1, 1, 65536});
+    if (full) {
+      for (int64_t b : {1, 8, 32, 64, 128})
+        for (int32_t n : {1, 2})
+          for (int64_t c : {8192, 32768, 131072, 262144}) points.push_back({preset, true, b, n, c});
+    }
+  }
+  if (full) points.push_back({"glm5", false, 8192, 1, 65536});  // H = 32, fp8, K = 2048
+  // Issue 5's V4-Flash points (K = 512): fused vs dense + TopK.
+  points.push_back({"v4-flash", false, 8192, 1, 65536, true});
+  points.push_back({"v4-flash", true, 64, 1, 65536, true});
+  points.push_back({"v4-flash", true, 1, 1, 65536, true});
+  if (!full) points.push_back({"v4-pro", false, 8192, 1, 196608, true});  // --full times it in full above
+  return points;
+}
+
 }  // namespace
 
 int bench_score(const BenchOptions& opt) {
+  const std::vector<ScorePoint> points = score_points(opt.full);
+  if (!opt.only.empty() && std::none_of(points.begin(), points.end(),
+                                        [&](const ScorePoint& pt) { return pt.name() == opt.only; })) {
+    std::fprintf(stderr, "--only %s: no such point%s\n", opt.only.c_str(),
+                 opt.full ? "" : " (the context and batch sweeps and GLM-5 need --full)");
+    return 2;
+  }
   cudaDeviceProp prop{};
   BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
   const double copy_gbps = copy_floor_gbps();
@@ -526,26 +559,6 @@ int bench_score(const BenchOptions& opt) {
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);  // kept if a point later hangs and is killed
   }
-  std::vector<ScorePoint> points;
-  for (const char* preset : {"v32", "v4-pro"}) {
-    points.push_back({preset, false, 8192, 1, 65536});
-    if (opt.full) {
-      for (int64_t c : {131072, 196608, 262144}) points.push_back({preset, false, 8192, 1, c});
-    }
-    points.push_back({preset, true, 64, 1, 65536});
-    if (opt.full) points.push_back({preset, true, 1, 1, 65536});
-    if (opt.full) {
-      for (int64_t b : {1, 8, 32, 64, 128})
-        for (int32_t n : {1, 2})
-          for (int64_t c : {8192, 32768, 131072, 262144}) points.push_back({preset, true, b, n, c});
-    }
-  }
-  if (opt.full) points.push_back({"glm5", false, 8192, 1, 65536});  // H = 32, fp8, K = 2048
-  // Issue 5's V4-Flash points (K = 512): fused vs dense + TopK.
-  points.push_back({"v4-flash", false, 8192, 1, 65536, true});
-  points.push_back({"v4-flash", true, 64, 1, 65536, true});
-  points.push_back({"v4-flash", true, 1, 1, 65536, true});
-  if (!opt.full) points.push_back({"v4-pro", false, 8192, 1, 196608, true});  // --full times it in full above
   for (const ScorePoint& pt : points) {
     if (!opt.only.empty() && opt.only != pt.name()) continue;
     if (int rc = run_point(pt, opt, base, gemm_tflops, copy_gbps); rc != 0) return rc;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -38,8 +39,6 @@ nlohmann::json topk_profile_json(const unsigned long long (&prof)[sm90::kTopKPro
 }
 
 int bench_topk(const BenchOptions& opt) {
-  cudaDeviceProp prop{};
-  BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
   const Point points[] = {
       {"prefill_196k", 8192, 196608, 1024, true}, {"prefill_64k", 8192, 65536, 2048, false},
       {"decode_b64_64k", 64, 65536, 2048, true},  {"decode_b1_256k", 1, 262144, 2048, true},
@@ -48,6 +47,13 @@ int bench_topk(const BenchOptions& opt) {
       {"decode_b4_256k", 4, 262144, 2048, false}, {"decode_b8_64k", 8, 65536, 2048, false},
       {"decode_b32_64k", 32, 65536, 2048, false},
   };
+  if (!opt.only.empty() &&
+      std::none_of(std::begin(points), std::end(points), [&](const Point& pt) { return opt.only == pt.name; })) {
+    std::fprintf(stderr, "--only %s: no such point\n", opt.only.c_str());
+    return 2;
+  }
+  cudaDeviceProp prop{};
+  BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
   // Floor: a device-to-device copy (bytes read + written) of 2 GiB.
   const size_t copy_bytes = size_t(1) << 31;
   const double copy_gbps = copy_floor_gbps(copy_bytes);

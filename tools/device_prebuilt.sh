@@ -117,12 +117,14 @@ for v in "${variants[@]}"; do
   : > "/tmp/bench_$name.jsonl"
   topk_var="TOPK_POINTS_$name"
   for pt in ${!topk_var-$topk_points}; do
-    timeout 60 "$cli" bench-topk --json --only "$pt" >> "/tmp/bench_$name.jsonl" 2>> "$OUT/prebuilt.err" || rc=1
+    timeout 60 "$cli" bench-topk --json --only "$pt" >> "/tmp/bench_$name.jsonl" 2>> "$OUT/prebuilt.err" ||
+      { rc=1; echo "$name bench-topk $pt failed: $(tail -n 1 "$OUT/prebuilt.err")" | tee -a "$OUT/prebuilt.txt"; }
   done
   points_var="POINTS_$name" args_var="BENCH_ARGS_$name"
   for pt in ${!points_var-$points}; do
     # shellcheck disable=SC2086  # BENCH_ARGS: extra words, e.g. --full for the decode sweep's points
-    timeout 100 "$cli" bench --json ${!args_var-${BENCH_ARGS:-}} --only "$pt" >> "/tmp/bench_$name.jsonl" 2>> "$OUT/prebuilt.err" || rc=1
+    timeout 100 "$cli" bench --json ${!args_var-${BENCH_ARGS:-}} --only "$pt" >> "/tmp/bench_$name.jsonl" 2>> "$OUT/prebuilt.err" ||
+      { rc=1; echo "$name bench $pt failed: $(tail -n 1 "$OUT/prebuilt.err")" | tee -a "$OUT/prebuilt.txt"; }
   done
   sed "s/^{/{\"variant\":\"$name\",/" "/tmp/bench_$name.jsonl" >> "$OUT/prebuilt.jsonl"
   cat /tmp/torch.jsonl >> "/tmp/bench_$name.jsonl"
