@@ -12,8 +12,23 @@
 #include "cuda/sm90/sampled_start.h"
 
 namespace {
+using flashindexer::sm90::group_samples;
 using flashindexer::sm90::guess_rank;
 using flashindexer::sm90::SampleOrder;
+
+// Which groups start with a sample (the host's repair flags and the kernel's tile order ask
+// the same predicate): shared tiles always, alternate tiles (N = 256 that hold 2 K keys, and
+// every N < 256) only in pairs.
+TEST(SampledStart, SharedTilesAlwaysSampleAlternateTilesOnlyInPairs) {
+  EXPECT_TRUE(group_samples(256, false, false));  // V3.2 prefill: shared tiles, steps of one tile
+  EXPECT_TRUE(group_samples(256, false, true));
+  EXPECT_TRUE(group_samples(256, true, true));    // V4 prefill: alternate tiles, pairs
+  EXPECT_FALSE(group_samples(256, true, false));
+  for (const int n : {32, 64, 128}) {             // GLM-5 prefill (N = 128), decode rows and pairs
+    EXPECT_EQ(group_samples(n, false, true), FI_SCORER_SAMPLED_N128 != 0) << n;
+    EXPECT_FALSE(group_samples(n, false, false)) << n;
+  }
+}
 
 TEST(SampledStart, OrderIsAPermutationWithTheSampleFirst) {
   for (int32_t tiles : {1, 7, 48, 191, 192, 193, 1000, 1024, 3072, 4099, 65536, 65537})

@@ -4,7 +4,7 @@
 # warp-state sampling per SASS instruction. Writes $OUT/ncu_<kernel>_<point>.txt: the sections,
 # then the SASS instructions with the most stall samples, then every instruction in address
 # order with its share of stall samples and of executed instructions.
-#   usage: [BIN=build/x/flashindexer] [TAG=name] [SUB=bench-topk] tools/profile_kernel.sh [KERNEL] [POINT]
+#   usage: [BIN=build/x/flashindexer] [TAG=name] [SUB=bench-topk] [ARGS=--full] tools/profile_kernel.sh [KERNEL] [POINT]
 #   (default fused_topk v4-flash_prefill_8192_c65536, the binary of build/device)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +13,7 @@ kernel=${1:-fused_topk}
 point=${2:-v4-flash_prefill_8192_c65536}
 bin=${BIN:-build/device/flashindexer}
 sub=${SUB:-bench}  # the CLI subcommand that runs POINT
+read -ra args <<< "${ARGS:-}"  # its extra options (--full: the points of the sweeps)
 name=${kernel//[^A-Za-z0-9_]/}_$point${TAG:+_$TAG}
 rep=/tmp/ncu_$name
 ncu --clock-control none --kernel-name "regex:$kernel" --launch-count 1 \
@@ -20,13 +21,13 @@ ncu --clock-control none --kernel-name "regex:$kernel" --launch-count 1 \
   --section MemoryWorkloadAnalysis_Tables --section Occupancy --section WarpStateStats --section SchedulerStats \
   --section SourceCounters \
   --export "$rep" --force-overwrite \
-  "$bin" "$sub" --only "$point" --iters 1 > "$OUT/ncu_$name.txt" 2>&1
+  "$bin" "$sub" "${args[@]}" --only "$point" --iters 1 > "$OUT/ncu_$name.txt" 2>&1
 ncu --import "$rep.ncu-rep" --page details >> "$OUT/ncu_$name.txt" 2>&1
 # Pipe use of the same launch (a second, metrics-only pass; a metric this ncu lacks only
 # costs this block).
 ncu --clock-control none --kernel-name "regex:$kernel" --launch-count 1 --metrics \
   sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__cycles_elapsed.avg.per_second \
-  "$bin" "$sub" --only "$point" --iters 1 2>&1 | grep -E "^\s+(sm|smsp|l1tex)__" >> "$OUT/ncu_$name.txt"
+  "$bin" "$sub" "${args[@]}" --only "$point" --iters 1 2>&1 | grep -E "^\s+(sm|smsp|l1tex)__" >> "$OUT/ncu_$name.txt"
 # The tensor-pipe metric above read "n/a" on the H200 (2026-11-29): list what this ncu has.
 { echo "== ncu --query-metrics: tensor / gmma"; ncu --query-metrics 2>/dev/null | grep -iE "gmma|tensor_op" | head -40; } \
   >> "$OUT/ncu_$name.txt"

@@ -123,12 +123,13 @@ struct FusedLayout {
 #define FI_FUSED_MAX_VOTE_EVERY 8  // steps between compaction votes, at most (a power of two; 1 measured slower)
 #endif
 #ifndef FI_FUSED_PUTS
-#define FI_FUSED_PUTS 1  // experiment knob: 0 drops every score (times the scorer alone; wrong results)
+#define FI_FUSED_PUTS 1  // experiment knob: 0 drops every score (times the scorer alone; wrong results);
+                         // 2 scores and compares with tau but never appends (times the appends)
 #endif
 #ifndef FI_FUSED_VOTES
-#define FI_FUSED_VOTES 1  // experiment knob: 0 skips every step's vote (timing only, with FI_FUSED_PUTS=0)
+#define FI_FUSED_VOTES 1  // experiment knob: 0 skips every step's vote (timing only, with FI_FUSED_PUTS=0 or 2)
 #endif
-static_assert(FI_FUSED_VOTES || !FI_FUSED_PUTS, "without votes the candidate buffers would overflow");
+static_assert(FI_FUSED_VOTES || FI_FUSED_PUTS != 1, "without votes the candidate buffers would overflow");
 #ifndef FI_FUSED_SAMPLE
 #define FI_FUSED_SAMPLE 1  // experiment knob: 0 streams every row in the plain order from tau = 0
 #endif
@@ -202,6 +203,7 @@ struct SelectSink {
   uint32_t vote_mask;  // vote_every - 1
   uint32_t limit;      // FusedParams::vote_limit
   bool crossed = false;  // since the last vote, one of this thread's appends took a row past limit
+  uint32_t dropped = 0;  // FI_FUSED_PUTS = 2: the keys that beat tau (read by the votes, so kept)
   FusedClock clock;
 
   // After the sample (step sm.order.sample, a vote step): each own row with enough sample
@@ -241,7 +243,10 @@ struct SelectSink {
   // kStepPuts keys in it, so appends stay in bounds. The count passes limit with exactly one
   // append, whose index is limit: that thread remembers it for the vote.
   __device__ void put(int r, int64_t, int64_t pos, float v) {
-    if constexpr (FI_FUSED_PUTS != 0) {
+    if constexpr (FI_FUSED_PUTS == 2) {  // the score and its compare stay live, the append is dropped
+      const uint64_t rk = rank_key(v, int32_t(pos));
+      dropped += rk > st.tau[r] ? 1u : 0u;
+    } else if constexpr (FI_FUSED_PUTS != 0) {
       const uint64_t rk = rank_key(v, int32_t(pos));
       if (rk > st.tau[r]) {
         const uint32_t i = atomicAdd(&st.count[r], 1u);
@@ -265,7 +270,7 @@ struct SelectSink {
     const uint32_t step_index = uint32_t(j);  // the loop's step: uniform, so the vote check is a uniform branch
     if (!acts(j)) return;
     const long long t0 = clock.now();
-    const bool full = crossed;
+    const bool full = crossed || (FI_FUSED_PUTS == 2 && dropped == ~0u);
     crossed = false;
     if constexpr (kOwnRows) {
       if (step_index == uint32_t(sm.order.sample) && sm.order.sample > 0) {  // the sample stays within limit
@@ -403,9 +408,11 @@ __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, Smem& sm,
   for (int r = 0; r < kRows; ++r) {
     const GroupRow gr = sm.rows[r];
     if (gr.row < 0) continue;
-    const uint32_t k = uint32_t(f.k);  // kRows = 1: compacted here, by all 256 threads
-    if (sink.st.count[r] > 2 * k) sink.template compact<Select>(sink.st.select.all, r, t, k + k / 8);
-    if (sink.st.count[r] > k) sink.template compact<Select>(sink.st.select.all, r, t, k);
+    if constexpr (kRows == 1) {  // compacted here, by all 256 threads (kRows >= 2: above)
+      const uint32_t k = uint32_t(f.k);
+      if (sink.st.count[r] > 2 * k) sink.template compact<Select>(sink.st.select.all, r, t, k + k / 8);
+      if (sink.st.count[r] > k) sink.template compact<Select>(sink.st.select.all, r, t, k);
+    }
     const uint32_t n = sink.st.count[r];
     if (f.repair != nullptr && !f.repair_launch && t == 0) {
       const uint32_t flag = sink.st.guessed[r] == 0 ? 0u : n < uint32_t(f.k) ? kRepair : kGuessHeld;
@@ -817,12 +824,9 @@ int32_t capacity(const IndexerProblem& p, const cuda::ScorerPlan& plan, size_t s
 bool alternate(const IndexerProblem& p, const cuda::ScorerPlan& plan, int32_t cap) {
   return fused_alternate256(p.queries.num_heads, plan.rows_per_group, p.k, cap);
 }
-// The sampled start needs one split (fused_sample_tiles): N = 256 on shared tiles in steps of
-// one tile, on alternate tiles in pairs (FI_FUSED_SAMPLED_PAIRS); N < 256 (alternate tiles)
-// in pairs too, unless FI_SCORER_SAMPLED_N128=0.
+// The sampled start needs one split (fused_sample_tiles) and a group that samples.
 bool samples(const IndexerProblem& p, const cuda::ScorerPlan& plan, bool alternate256) {
-  const int64_t n = int64_t(p.queries.num_heads) * plan.rows_per_group;
-  return (n == 256 && (fused_sampled_pairs() || !alternate256)) || (FI_SCORER_SAMPLED_N128 && n < 256 && fused_sampled_pairs());
+  return group_samples(p.queries.num_heads * plan.rows_per_group, alternate256, fused_sampled_pairs());
 }
 size_t repair_flags_bytes(const IndexerProblem& p) { return size_t(p.rows.rows()) * sizeof(uint32_t); }
 }  // namespace

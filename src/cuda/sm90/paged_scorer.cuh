@@ -283,13 +283,14 @@ inline constexpr int kLaunchRegs = 168;
 #ifndef FI_SCORER_PINGPONG
 #define FI_SCORER_PINGPONG 2
 #endif
-// Experiment knob: 1 lets the two consumer warpgroups of a lockstep sink on alternate tiles
-// (the fused operator's N < 256, e.g. GLM-5, and its N = 256 alternate tiles, e.g. V4) take
-// turns too, tile by tile in tile order, so a vote (both warpgroups meet at barrier 1) does
-// not leave them issuing their MMAs together. Session 36: GLM-5 prefill 13.04 -> 12.66 ms;
-// the V4 kernels it changes not yet timed (docs/perf.md).
+// The two consumer warpgroups of a lockstep sink on alternate tiles take turns too, tile by
+// tile in tile order, so a vote (both warpgroups meet at barrier 1) does not leave them
+// issuing their MMAs together. FI_SCORER_PINGPONG_ALTERNATE: 0 never, 1 (default) in the
+// fused operator's groups of N < 256 (GLM-5 prefill, decode pairs), 2 also in its N = 256
+// alternate tiles (V4 prefill). Measured (docs/perf.md, session 37): GLM-5 prefill 13.12 ->
+// 12.66 ms; V4 prefill 2.1-2.8% slower with 2.
 #ifndef FI_SCORER_PINGPONG_ALTERNATE
-#define FI_SCORER_PINGPONG_ALTERNATE 0
+#define FI_SCORER_PINGPONG_ALTERNATE 1
 #endif
 // Known-uniform indices (same scores): the consumers' warpgroup and stage indices broadcast
 // from lane 0 (ptx::warp_uniform), so ptxas may keep what derives from them in uniform
@@ -339,12 +340,8 @@ __device__ __forceinline__ void sink_tile_done(Sink& s, int i) {
 // columns each; a lockstep sink's step is then a pair of tiles. The FP16 chain (fp8, default
 // mode) can take it too (the fused operator at K <= cap / 2): each warpgroup then converts
 // only its own tiles' keys. kSampledPairs (with kAlternate256, or N < 256, whose warpgroups
-// always take alternate tiles): the tile order may start with a sample (sampled_start.h), as
-// shared tiles' may. GLM-5 prefill (H = 32, groups of 4: N = 128) 14.22 -> 13.11 ms with it
-// (docs/perf.md, session 36).
-#ifndef FI_SCORER_SAMPLED_N128
-#define FI_SCORER_SAMPLED_N128 1  // experiment knob: 0 keeps groups of N < 256 in the plain order (no sample)
-#endif
+// always take alternate tiles): the tile order may start with a sample, as shared tiles'
+// may (sampled_start.h, group_samples).
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy, int kConsumerWgs = 2,
           int kRing = kScorerStages, bool kAlternate256 = false, bool kSampledPairs = false>
 struct PagedScorer {
@@ -353,8 +350,7 @@ struct PagedScorer {
   static constexpr Fp8Kind kKind = kMx ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
   static_assert(!kAlternate256 || (kN == 256 && kConsumerWgs == 2), "alternate tiles of 256 columns: groups of N = 256");
   static constexpr bool kShareTiles = kN == 256 && !kAlternate256;  // both consumers on every tile
-  static constexpr bool kSampledOrder =  // sampled_start.h
-      kShareTiles || ((kAlternate256 || (FI_SCORER_SAMPLED_N128 && kN < 256 && kConsumerWgs == 2)) && kSampledPairs);
+  static constexpr bool kSampledOrder = kShareTiles || (kConsumerWgs == 2 && group_samples(kN, kAlternate256, kSampledPairs));
   static constexpr int kNw = kShareTiles ? kN / 2 : kN;      // columns per consumer warpgroup
   static constexpr int kRowsW = kNw / kHeads;                // rows per consumer warpgroup
   static constexpr uint32_t kEmptyArrivals = kShareTiles ? 256 : 128;
@@ -1413,7 +1409,8 @@ struct PagedScorer {
     const int cw = kUniformCw ? ptx::warp_uniform(cw_in) : cw_in;
     constexpr bool kPingPong =
         (kShareTiles && (FI_SCORER_PINGPONG == 1 || (FI_SCORER_PINGPONG == 2 && kF16))) ||
-        (FI_SCORER_PINGPONG_ALTERNATE != 0 && !kShareTiles && Sink::kLockstep && kConsumerWgs == 2);
+        (!kShareTiles && Sink::kLockstep && kConsumerWgs == 2 &&
+         (FI_SCORER_PINGPONG_ALTERNATE == 2 || (FI_SCORER_PINGPONG_ALTERNATE == 1 && !kAlternate256)));
     const int t = threadIdx.x - 128;  // 0..255
     const int lane = t & 31, warp = (t >> 5) & 3;
     const int m0 = warp * 16 + (lane >> 2), m1 = m0 + 8;
