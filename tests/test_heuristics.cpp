@@ -298,6 +298,30 @@ TEST(Heuristics, SampledPairsStayWithinTheVoteLimit) {
   EXPECT_EQ(fused_sample_tiles(2330, 512, 64, fused_vote_interval(2330, 512, 64)), 24);
 }
 
+// The vote plan: plain votes keep one interval of a step's appends above the limit; deferred
+// votes (acted on two votes later, the warpgroups up to two intervals apart) three; the
+// sampled start's appends stay within the limit, in whole vote intervals.
+TEST(Heuristics, VotePlanReservesRoomForTheIntervalsBeforeACompaction) {
+  using flashindexer::cuda::fused_min_capacity;
+  using flashindexer::cuda::fused_vote_plan;
+  for (const bool deferred : {false, true})
+    for (const int32_t k : {512, 1024, 2048})
+      for (int32_t cap = fused_min_capacity(k, deferred ? 384 : 128); cap < 6000; cap += 41) {
+        const auto p = fused_vote_plan(cap, k, 128, deferred);
+        const int64_t room = int64_t(deferred ? 3 : 1) * p.every * 128;
+        ASSERT_EQ(p.limit + room, cap) << "deferred " << deferred << " k " << k << " cap " << cap;
+        ASSERT_GE(p.limit, k) << "deferred " << deferred << " k " << k << " cap " << cap;
+        ASSERT_EQ(p.sample_steps % p.every, 0);
+        ASSERT_LE(int64_t(p.sample_steps) * 128, p.limit);
+      }
+  // V4-Pro prefill on the H200 (mxfp4, cap 2,458, K = 1024): plain votes every 4 pairs of
+  // tiles below 1,946 keys; deferred every 2 below 1,690.
+  EXPECT_EQ(fused_vote_plan(2458, 1024, 128, false).every, 4);
+  EXPECT_EQ(fused_vote_plan(2458, 1024, 128, false).limit, 1946);
+  EXPECT_EQ(fused_vote_plan(2458, 1024, 128, true).every, 2);
+  EXPECT_EQ(fused_vote_plan(2458, 1024, 128, true).limit, 1690);
+}
+
 // The fused operator's vote interval: a power of two that keeps appends in bounds
 // (cap >= K + every x step: one interval of room above the vote limit) whenever the
 // capacity meets the minimum, and prefers the longest interval that leaves as much room free

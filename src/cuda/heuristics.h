@@ -320,10 +320,31 @@ inline int64_t fused_vote_limit(int32_t cap, int32_t step_puts, int32_t vote_eve
 // step_puts keys per row) and one split, the tiles sampled first, at most: a multiple of
 // vote_every (the guess takes a vote step) whose appends stay within the vote limit, so the
 // sample phase never compacts; 0 for no sampling.
-inline int32_t fused_sample_tiles(int32_t cap, int32_t k, int32_t step_puts, int32_t vote_every) {
-  const int64_t limit = fused_vote_limit(cap, step_puts, vote_every);
+inline int32_t fused_sample_steps(int64_t limit, int32_t k, int32_t step_puts, int32_t vote_every) {
   if (step_puts <= 0 || vote_every <= 0 || limit <= k) return 0;
   return int32_t(limit / step_puts / vote_every * vote_every);
+}
+inline int32_t fused_sample_tiles(int32_t cap, int32_t k, int32_t step_puts, int32_t vote_every) {
+  return fused_sample_steps(fused_vote_limit(cap, step_puts, vote_every), k, step_puts, vote_every);
+}
+
+// One launch's votes: the interval, the limit and the sampled start's steps. Deferred votes
+// (fused_topk.cu, FI_FUSED_DEFERRED_VOTES, where both warpgroups score every row) act at vote
+// v + 2 on a crossing before vote v + 1, while the warpgroups may be up to two intervals
+// apart, so a row may gain three intervals of keys past the limit before it compacts: the
+// room is reserved for them.
+struct FusedVotePlan {
+  int32_t every;         // steps between votes
+  int64_t limit;         // a row past it compacts
+  int32_t sample_steps;  // the sampled start's steps at most (appends within the limit)
+};
+inline FusedVotePlan fused_vote_plan(int32_t cap, int32_t k, int32_t step_puts, bool deferred, int32_t max_every = 8) {
+  const int32_t room = deferred ? 3 * step_puts : step_puts;
+  FusedVotePlan p;
+  p.every = fused_vote_interval(cap, k, room, max_every);
+  p.limit = fused_vote_limit(cap, room, p.every);
+  p.sample_steps = fused_sample_steps(p.limit, k, step_puts, p.every);
+  return p;
 }
 
 // Fused operator, decode rows, mxfp4 or fp8 keys (fused_staged.cu): each row on its own, or

@@ -306,8 +306,7 @@ void expect_sampled_start(bool boost, int32_t context, int32_t kK = 2048, int32_
   const bool pairs = flashindexer::cuda::fused_takes_alternate256(heads, kNextN, kK, cap);
   ASSERT_EQ(pairs, heads == 64 && kK <= 1024) << "cap " << cap << ", K " << kK;
   const int32_t step = flashindexer::cuda::fused_step_puts(heads, kNextN, pairs);  // 128: a pair of tiles
-  const int32_t every = flashindexer::cuda::fused_vote_interval(cap, kK, step);
-  const int32_t sample_steps = flashindexer::cuda::fused_sample_tiles(cap, kK, step, every);
+  const int32_t sample_steps = sm90::fused_topk_vote_plan(cap, kK, heads, kNextN, pairs).sample_steps;
   const sm90::SampleOrder order = sm90::SampleOrder::plan((len + 63) / 64, sample_steps * (step / 64));
   ASSERT_GT(order.sample, 0) << "cap " << cap << ", length " << len << ", K " << kK;
   if (boost)
@@ -378,9 +377,8 @@ TEST(GpuFused, SampledStartWithThirtyTwoHeads) {
   SyntheticSpec s = spec(CacheFormat::kFp8E4M3, Generator::kGaussian, int64_t(2) * sms * kRowsPerGroup, 1, 16384, k, 94);
   s.num_heads = 32;
   const HostProblem h = make(s);
-  const int32_t every = flashindexer::cuda::fused_vote_interval(cap, k, 64);
   const int32_t tiles = int32_t((h.window_end[0] + 63) / 64);  // the shortest window of the first group
-  ASSERT_GT(sm90::SampleOrder::plan(tiles, flashindexer::cuda::fused_sample_tiles(cap, k, 64, every)).sample, 0)
+  ASSERT_GT(sm90::SampleOrder::plan(tiles, sm90::fused_topk_vote_plan(cap, k, 32, kRowsPerGroup, false).sample_steps).sample, 0)
       << "cap " << cap << ", k " << k << ", tiles " << tiles;
   DeviceProblem d(h);
   FusedRun f(d.p);

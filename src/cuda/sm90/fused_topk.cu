@@ -106,6 +106,10 @@ struct SelectState {
   uint64_t tau[kRows];    // a row's threshold: only keys above it are appended
   uint32_t count[kRows];  // a row's candidates
   uint32_t guessed[kRows];  // 1: tau started from the sample's guess (sampled_start.h)
+#if FI_FUSED_DEFERRED_VOTES
+  uint32_t vote_tag[4];   // slot v % 4: v + 1 once a thread voted "a row passed the limit" at vote v
+  uint64_t vote_bar[4];   // slot v % 4: the 256 consumer threads' arrivals at vote v
+#endif
 };
 
 // Offsets from the scorer's (1024-aligned) shared memory: selection state, kExtra bytes (the
@@ -130,6 +134,15 @@ struct FusedLayout {
 #define FI_FUSED_VOTES 1  // experiment knob: 0 skips every step's vote (timing only, with FI_FUSED_PUTS=0 or 2)
 #endif
 static_assert(FI_FUSED_VOTES || FI_FUSED_PUTS != 1, "without votes the candidate buffers would overflow");
+// Deferred votes (where both warpgroups score every row: N = 256 alternate tiles, N < 256): at
+// each vote a thread publishes its flag (a shared tag) and arrives on an mbarrier, then waits
+// for the *previous* vote's arrivals and reads its flags, so the two warpgroups no longer
+// meet at every vote (only where a row compacts, and at the guess). A row may then gain three
+// intervals of keys past the limit before it compacts (cuda::fused_vote_plan reserves them).
+// Experiment knob: 1 defers (session 37).
+#ifndef FI_FUSED_DEFERRED_VOTES
+#define FI_FUSED_DEFERRED_VOTES 0
+#endif
 #ifndef FI_FUSED_SAMPLE
 #define FI_FUSED_SAMPLE 1  // experiment knob: 0 streams every row in the plain order from tau = 0
 #endif
@@ -204,6 +217,9 @@ struct SelectSink {
   uint32_t limit;      // FusedParams::vote_limit
   bool crossed = false;  // since the last vote, one of this thread's appends took a row past limit
   uint32_t dropped = 0;  // FI_FUSED_PUTS = 2: the keys that beat tau (read by the votes, so kept)
+#if FI_FUSED_DEFERRED_VOTES
+  uint32_t votes = 0;    // votes cast so far (the same on every consumer thread)
+#endif
   FusedClock clock;
 
   // After the sample (step sm.order.sample, a vote step): each own row with enough sample
@@ -270,7 +286,8 @@ struct SelectSink {
     const uint32_t step_index = uint32_t(j);  // the loop's step: uniform, so the vote check is a uniform branch
     if (!acts(j)) return;
     const long long t0 = clock.now();
-    const bool full = crossed || (FI_FUSED_PUTS == 2 && dropped == ~0u);
+    bool full = crossed;
+    if constexpr (FI_FUSED_PUTS == 2) full = full || dropped == ~0u;
     crossed = false;
     if constexpr (kOwnRows) {
       if (step_index == uint32_t(sm.order.sample) && sm.order.sample > 0) {  // the sample stays within limit
@@ -287,6 +304,9 @@ struct SelectSink {
           if ((over >> r) & 1) compact<WgSelect>(st.select.wg[cw], r0 + r, tw, keep_at_most(limit));
       }
     } else {
+#if FI_FUSED_DEFERRED_VOTES
+      const bool act = deferred_vote(votes++, full);
+#endif
       if constexpr (kSampled) {
         if (2 * step_index == uint32_t(sm.order.sample) && sm.order.sample > 0) {  // a step: two sample tiles
           guess(sm, t);
@@ -294,7 +314,12 @@ struct SelectSink {
           return;
         }
       }
+#if FI_FUSED_DEFERRED_VOTES
+      if (act) {
+        ConsumerSync::sync();  // every append before this vote is settled
+#else
       if (ConsumerSync::any(full)) {
+#endif
         const uint32_t over = rows_over_limit<kRows>(0);
         ConsumerSync::sync();
         for (int r = 0; r < kRows; ++r)
@@ -303,6 +328,21 @@ struct SelectSink {
     }
     clock.add(kProfileVotes, clock.now() - t0);
   }
+
+#if FI_FUSED_DEFERRED_VOTES
+  // Vote v: publishes this thread's flag and arrives, then returns vote v - 1's answer (the
+  // same on every consumer thread) once all 256 threads have cast it. Slot v % 4 is not
+  // written again (vote v + 4) before every thread has read it: a thread casting v + 4 has
+  // seen every thread arrive at v + 2, after its read of v's slot (at vote v + 1).
+  __device__ bool deferred_vote(uint32_t v, bool full) {
+    if (full) atomicMax(&st.vote_tag[v & 3], v + 1);
+    ptx::mbar_arrive(&st.vote_bar[v & 3]);  // release: the tag before the arrival
+    if (v == 0) return false;
+    const uint32_t p = v - 1;
+    ptx::mbar_wait(&st.vote_bar[p & 3], (p >> 2) & 1);  // acquire
+    return *reinterpret_cast<volatile uint32_t*>(&st.vote_tag[p & 3]) == v;
+  }
+#endif
 
   // Bit r: row r0 + r holds more than limit keys.
   template <int kN>
@@ -408,11 +448,12 @@ __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, Smem& sm,
   for (int r = 0; r < kRows; ++r) {
     const GroupRow gr = sm.rows[r];
     if (gr.row < 0) continue;
-    if constexpr (kRows == 1) {  // compacted here, by all 256 threads (kRows >= 2: above)
-      const uint32_t k = uint32_t(f.k);
-      if (sink.st.count[r] > 2 * k) sink.template compact<Select>(sink.st.select.all, r, t, k + k / 8);
-      if (sink.st.count[r] > k) sink.template compact<Select>(sink.st.select.all, r, t, k);
-    }
+    // kRows = 1: compacted here, by all 256 threads. (For kRows >= 2 these checks are always
+    // false; leaving them out under `if constexpr` changed ptxas's allocation of the V4
+    // alternate-tile loop: V4-Pro prefill 15.53 -> 15.91 ms, docs/perf.md, session 37.)
+    const uint32_t k = uint32_t(f.k);
+    if (sink.st.count[r] > 2 * k) sink.template compact<Select>(sink.st.select.all, r, t, k + k / 8);
+    if (sink.st.count[r] > k) sink.template compact<Select>(sink.st.select.all, r, t, k);
     const uint32_t n = sink.st.count[r];
     if (f.repair != nullptr && !f.repair_launch && t == 0) {
       const uint32_t flag = sink.st.guessed[r] == 0 ? 0u : n < uint32_t(f.k) ? kRepair : kGuessHeld;
@@ -712,6 +753,12 @@ __global__ void __launch_bounds__(kScorerThreads, 1)
     st.count[threadIdx.x] = 0;
     st.guessed[threadIdx.x] = 0;
   }
+#if FI_FUSED_DEFERRED_VOTES
+  if (threadIdx.x < 4) {
+    st.vote_tag[threadIdx.x] = 0;
+    ptx::mbar_init(&st.vote_bar[threadIdx.x], kConsumers);
+  }
+#endif
   Core::setup(a, sm, group, c0, c1, f.repair_launch ? 0 : f.max_sample);  // ends with a CTA barrier
 
   const int wg = threadIdx.x / 128;
@@ -788,6 +835,13 @@ int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_
   });
 }
 
+cuda::FusedVotePlan fused_topk_vote_plan(int32_t cap, int32_t k, int32_t heads, int32_t rows_per_group,
+                                         bool alternate256) {
+  const bool own_rows = heads * rows_per_group == 256 && !alternate256;  // shared tiles: votes per warpgroup
+  return cuda::fused_vote_plan(cap, k, cuda::fused_step_puts(heads, rows_per_group, alternate256),
+                               FI_FUSED_DEFERRED_VOTES != 0 && !own_rows, FI_FUSED_MAX_VOTE_EVERY);
+}
+
 int32_t fused_topk_min_capacity(int32_t k, int32_t heads, int32_t rows_per_group) {
   return cuda::fused_min_capacity(k, cuda::fused_step_puts(heads, rows_per_group));  // shared tiles where N = 256
 }
@@ -861,8 +915,11 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   f.ws = args.plan.splits > 1 ? SplitCandidates::in(args.workspace, rows, args.plan.splits, p.k) : SplitCandidates{};
   if (f.cap < fused_topk_min_capacity(p.k, p.queries.num_heads, args.plan.rows_per_group))
     return cudaErrorInvalidConfiguration;
-  f.vote_every = cuda::fused_vote_interval(f.cap, f.k, step, FI_FUSED_MAX_VOTE_EVERY);
-  f.vote_limit = uint32_t(cuda::fused_vote_limit(f.cap, step, f.vote_every));
+  const cuda::FusedVotePlan votes =
+      fused_topk_vote_plan(f.cap, f.k, p.queries.num_heads, args.plan.rows_per_group, pairs);
+  if (votes.limit < f.k) return cudaErrorInvalidConfiguration;  // (fused_min_capacity: not for a plan that fits)
+  f.vote_every = votes.every;
+  f.vote_limit = uint32_t(votes.limit);
   if (selector) {  // it compacts a row past cap - 64 after each tile
     f.cap = selector_cap;
     f.vote_every = 1;
@@ -870,7 +927,7 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   }
   const bool sampled = FI_FUSED_SAMPLE && !selector && args.plan.splits == 1 && samples(p, args.plan, pairs);
   // fused_sample_tiles counts steps: a pair of tiles each where a step puts 128 keys per row.
-  f.max_sample = sampled ? cuda::fused_sample_tiles(f.cap, f.k, step, f.vote_every) * (step / 64) : 0;
+  f.max_sample = sampled ? votes.sample_steps * (step / 64) : 0;
   f.repair = f.max_sample > 0 ? static_cast<uint32_t*>(args.workspace) : nullptr;
   f.repair_launch = false;
   auto run = [&](const FusedParams& fp) {

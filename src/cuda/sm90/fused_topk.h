@@ -48,6 +48,11 @@ int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_
 // mxfp4) within smem_limit; 0 for formats without it.
 int32_t fused_selector_capacity(CacheFormat format, size_t smem_limit);
 
+// The votes of a launch of this shape (cuda::fused_vote_plan, deferred where this build defers
+// them: FI_FUSED_DEFERRED_VOTES and both warpgroups on every row).
+cuda::FusedVotePlan fused_topk_vote_plan(int32_t cap, int32_t k, int32_t heads, int32_t rows_per_group,
+                                         bool alternate256);
+
 // The least capacity that K needs with this group shape: room for K plus one step of appends
 // (groups of N = 256 on shared tiles, one tile), and for the final sort (a power of two >= K,
 // 512 at least).
