@@ -19,7 +19,8 @@
 //   full) and tau rises to that edge. Groups of N = 256 take alternate tiles where the buffers hold
 //   2 K keys, 1,024 of them above K (cuda::fused_takes_alternate256), else share tiles: each
 //   warpgroup scores rows of its own and votes and compacts alone (128 threads); otherwise both
-//   warpgroups score every row and vote together (N = 256 on alternate tiles, and every N < 256).
+//   warpgroups score every row and vote together (N = 256 on alternate tiles, and every N < 256;
+//   FI_FUSED_DEFERRED_VOTES: one vote late through an mbarrier, three intervals of room).
 //   With one split a group starts with a sampled start (sampled_start.h; on alternate tiles a
 //   step samples a pair of tiles).
 //   Exact and bounded by construction; the producer keeps filling the key ring meanwhile.
@@ -45,9 +46,10 @@
 //   lockstep kernel (docs/perf.md, session 32).
 // Decode rows take fused_staged.cu instead where its plan applies (a cluster per row segment;
 //   speculative rows while B x context <= 4M positions; the dispatch is in fused_topk()).
-// Measured (docs/perf.md, sessions 35-36): bit-identical to dense + TopK everywhere; prefill
+// Measured (docs/perf.md, sessions 35-37): bit-identical to dense + TopK everywhere; prefill
 //   8,192 x 65,536 at 0.92x of dense + TopK (V4-Pro), 0.94x (V4-Flash and V4-Pro x 196,608),
-//   0.82x at K = 2048 (V3.2), 0.74x at H = 32 (GLM-5, groups of 4; docs/design.md, "Next").
+//   0.82x at K = 2048 (V3.2), 0.77x at H = 32 (GLM-5, groups of 4). Deferred votes (knob
+//   below, off): V4 0.95-0.96x, GLM-5 0.82x (docs/design.md, "Next").
 #include "../../core/rank_key.h"
 #include "bitmap_order.cuh"
 #include "bitonic_sort.cuh"
