@@ -919,7 +919,8 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
     return cudaErrorInvalidConfiguration;
   const cuda::FusedVotePlan votes =
       fused_topk_vote_plan(f.cap, f.k, p.queries.num_heads, args.plan.rows_per_group, pairs);
-  if (votes.limit < f.k) return cudaErrorInvalidConfiguration;  // (fused_min_capacity: not for a plan that fits)
+  // fused_min_capacity guarantees one interval of room; deferred votes need three.
+  if (votes.limit < f.k) return cudaErrorInvalidConfiguration;
   f.vote_every = votes.every;
   f.vote_limit = uint32_t(votes.limit);
   if (selector) {  // it compacts a row past cap - 64 after each tile
