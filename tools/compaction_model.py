@@ -12,7 +12,10 @@ K + (limit - K) / 4 keys). A compaction keeps the keys >= the lower edge of a ra
 modelled as keeping a uniform number in [K, max_keep] (--keep exact: exactly K).
 Scores: i.i.d. normal, or ascending along the row (the plain order's worst case).
 
-  usage: tools/compaction_model.py [--k 1024] [--cap 2458] [--window 61440] [--rows 64]
+--deferred models FI_FUSED_DEFERRED_VOTES (cuda::fused_vote_plan): three intervals of room,
+and a row past the limit at a vote compacts at the next one (no skew between warpgroups).
+
+  usage: tools/compaction_model.py [--k 1024] [--cap 2458] [--window 61440] [--rows 64] [--deferred]
 """
 import argparse
 
@@ -59,26 +62,32 @@ def sample_order(num_tiles, max_sample):
     return first + [t for t in range(num_tiles) if t not in taken], max_sample
 
 
-def run_row(scores, k, cap, sampled, keep_exact, rng):
+def run_row(scores, k, cap, sampled, keep_exact, rng, deferred=False):
     step_puts = 2 * TILE  # alternate tiles: a step is a pair, both warpgroups score every row
-    every = vote_interval(cap, k, step_puts)
-    limit = cap - every * step_puts
+    room = 3 * step_puts if deferred else step_puts
+    every = vote_interval(cap, k, room)
+    limit = cap - every * room
     max_keep = k + (limit - k) // 4
     num_tiles = (len(scores) + TILE - 1) // TILE
-    order, sample = sample_order(num_tiles, 2 * sample_tiles(cap, k, step_puts, every) if sampled else 0)
+    sample_steps = limit // step_puts // every * every if limit > k else 0
+    order, sample = sample_order(num_tiles, 2 * sample_steps if sampled else 0)
     cand = np.empty(0)
     tau = -np.inf
     appends = compactions = 0
     guessed = False
+    flagged = False  # deferred: a row past the limit at the last vote
     for j in range((num_tiles + 1) // 2):
         if j % every == 0:
+            over = len(cand) > limit
+            act = flagged if deferred else over
+            flagged = over
             if sample and not guessed and 2 * j == sample:
                 m = guess_rank(k, len(cand), len(scores))
                 guessed = True
                 if m > 0:
                     cand = np.sort(cand)[::-1][:m]
                     tau = cand[-1]
-            elif len(cand) > limit:
+            elif act and len(cand) > limit:
                 keep = k if keep_exact else int(rng.integers(k, max_keep + 1))
                 cand = np.sort(cand)[::-1][:keep]
                 tau = cand[-1]
@@ -88,6 +97,7 @@ def run_row(scores, k, cap, sampled, keep_exact, rng):
             new = v[v > tau]
             appends += len(new)
             cand = np.concatenate([cand, new])
+            assert len(cand) <= cap, "a row overflowed its buffer"
     top = np.sort(scores)[::-1][:k]
     exact = len(cand) >= k and np.all(np.sort(cand)[::-1][:k] == top)
     return appends, compactions, exact
@@ -100,9 +110,10 @@ def main():
     ap.add_argument("--window", type=int, default=61440)
     ap.add_argument("--rows", type=int, default=64)
     ap.add_argument("--keep", choices=["uniform", "exact"], default="uniform")
+    ap.add_argument("--deferred", action="store_true", help="FI_FUSED_DEFERRED_VOTES: act one vote late")
     a = ap.parse_args()
     rng = np.random.default_rng(1)
-    print(f"K {a.k}, cap {a.cap}, window {a.window}, {a.rows} rows, keep {a.keep}")
+    print(f"K {a.k}, cap {a.cap}, window {a.window}, {a.rows} rows, keep {a.keep}{', deferred votes' if a.deferred else ''}")
     for dist in ("normal", "ascending"):
         for sampled in (False, True):
             res = []
@@ -110,7 +121,7 @@ def main():
                 s = rng.standard_normal(a.window)
                 if dist == "ascending":
                     s = np.sort(s)
-                res.append(run_row(s, a.k, a.cap, sampled, a.keep == "exact", rng))
+                res.append(run_row(s, a.k, a.cap, sampled, a.keep == "exact", rng, a.deferred))
             app = np.mean([r[0] for r in res])
             comp = np.mean([r[1] for r in res])
             fails = sum(not r[2] for r in res)
