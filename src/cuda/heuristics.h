@@ -316,10 +316,10 @@ inline int64_t fused_vote_limit(int32_t cap, int32_t step_puts, int32_t vote_eve
   return int64_t(cap) - int64_t(vote_every) * step_puts;
 }
 
-// Fused operator, sampled start (sm90/sampled_start.h): with N = 256 (steps of one tile of
-// step_puts keys per row) and one split, the tiles sampled first, at most: a multiple of
-// vote_every (the guess takes a vote step) whose appends stay within the vote limit, so the
-// sample phase never compacts; 0 for no sampling.
+// Fused operator, sampled start (sm90/sampled_start.h): with one split, the steps sampled
+// first, at most: a multiple of vote_every (the guess takes a vote step) whose appends stay
+// within the vote limit, so the sample phase never compacts; 0 for no sampling.
+// fused_sample_tiles: the same under plain votes (fused_vote_plan's, deferred = false).
 inline int32_t fused_sample_steps(int64_t limit, int32_t k, int32_t step_puts, int32_t vote_every) {
   if (step_puts <= 0 || vote_every <= 0 || limit <= k) return 0;
   return int32_t(limit / step_puts / vote_every * vote_every);

@@ -880,7 +880,7 @@ int32_t capacity(const IndexerProblem& p, const cuda::ScorerPlan& plan, size_t s
 bool alternate(const IndexerProblem& p, const cuda::ScorerPlan& plan, int32_t cap) {
   return fused_alternate256(p.queries.num_heads, plan.rows_per_group, p.k, cap);
 }
-// The sampled start needs one split (fused_sample_tiles) and a group that samples.
+// The sampled start needs one split (cuda::fused_vote_plan's sample) and a group that samples.
 bool samples(const IndexerProblem& p, const cuda::ScorerPlan& plan, bool alternate256) {
   return group_samples(p.queries.num_heads * plan.rows_per_group, alternate256, fused_sampled_pairs());
 }
@@ -929,7 +929,7 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
     f.vote_limit = uint32_t(f.cap - kTilePuts);
   }
   const bool sampled = FI_FUSED_SAMPLE && !selector && args.plan.splits == 1 && samples(p, args.plan, pairs);
-  // fused_sample_tiles counts steps: a pair of tiles each where a step puts 128 keys per row.
+  // The plan counts steps: a pair of tiles each where a step puts 128 keys per row.
   f.max_sample = sampled ? votes.sample_steps * (step / 64) : 0;
   f.repair = f.max_sample > 0 ? static_cast<uint32_t*>(args.workspace) : nullptr;
   f.repair_launch = false;
