@@ -3,7 +3,9 @@
 # binary of each build dir, into .prebuilt/bins.tar.xz (ignored by git). xz takes each ~15 MB
 # binary to ~4.3 MB, so a device call can carry a dozen of them under its 64 MiB limit instead
 # of four. Carry ".prebuilt"; device_prebuilt.sh unpacks it before it runs.
-#   usage: tools/pack_prebuilt.sh build/release build/variant_x ...
+#   usage: [CLI_ONLY=1] tools/pack_prebuilt.sh build/release build/variant_x ...
+#   (CLI_ONLY=1: leaves the tests binaries out, for timing-only calls; each binary packs to
+#   ~9 MB since session 37, so four variants with tests exceed the carry limit)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || { echo "usage: $0 build/dir ..." >&2; exit 2; }
@@ -11,7 +13,7 @@ files=()
 for dir in "$@"; do
   [ -x "$dir/flashindexer" ] || { echo "$dir/flashindexer is not built" >&2; exit 1; }
   files+=("$dir/flashindexer")
-  [ -x "$dir/tests/flashindexer_tests" ] && files+=("$dir/tests/flashindexer_tests")
+  [ "${CLI_ONLY:-0}" != 1 ] && [ -x "$dir/tests/flashindexer_tests" ] && files+=("$dir/tests/flashindexer_tests")
 done
 mkdir -p .prebuilt
 tar -cf - "${files[@]}" | xz -T0 -6 > .prebuilt/bins.tar.xz

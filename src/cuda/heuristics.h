@@ -231,10 +231,22 @@ inline ScorerPlan plan_scorer(bool decode, int64_t rows, int32_t next_n, int32_t
 // dense_logits.cu), which measured 4.7% faster than N = 256 in ping-pong at H = 64 (V3.2
 // prefill 8,192 x 65,536: 15.89 against 16.68 ms; docs/perf.md, session 25); 0 (256 / H)
 // otherwise. kReduced's FP8 chain measured slower at N = 128 (11.82 against 10.98 ms), as did
-// mxfp4 (17.53 against 17.16) and the fused operator (21.90 against 20.75: no sampled start,
-// both warpgroups vote).
+// mxfp4 (17.53 against 17.16); the fused operator's rule is fused_prefill_rows.
 inline int32_t dense_prefill_rows(bool fp8_default_mode, int32_t heads) {
   return fp8_default_mode && (heads == 64 || heads == 32) ? 128 / heads : 0;
+}
+
+// The fused operator's preferred rows per ragged group where they fit (0: 256 / H, or half
+// that where its candidates do not fit; cuda_backend.cpp). fp8 in the default mode at H = 64
+// and K > 1,024: 2 rows (N = 128, both consumer warpgroups on alternate tiles, deferred votes)
+// instead of 4 on shared tiles. V3.2 prefill 8,192 rows: 20.22 -> 19.25 ms at 65,536, 38.70 ->
+// 37.13 at 131,072; at 65,536, K = 1,024 level (18.68, 18.66) and K = 512 slower (18.15 ->
+// 18.70: shared tiles' per-warpgroup buffers hold K = 512 with room to spare); docs/perf.md,
+// session 38. Before deferred votes N = 128 measured slower (21.45 against 20.5, session 36).
+// Not for kReduced: its fp8 dense scores come from the same groups, and the dense operator
+// runs N = 128 8% slower there (10.1 -> 11.0 ms), for a fused 16.1 -> 15.3.
+inline int32_t fused_prefill_rows(bool fp8_default_mode, int32_t heads, int32_t k) {
+  return fp8_default_mode && heads == 64 && k > 1024 ? 2 : 0;
 }
 
 // Groups of N = H x R = 256 query columns on alternate tiles (paged_scorer.cuh's kAlternate256):

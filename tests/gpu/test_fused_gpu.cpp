@@ -927,6 +927,10 @@ TEST(GpuFused, SanitizerSmallCases) {
   s.form = RowForm::kDecode;
   s.next_n = 2;
   expect_fused_exact(make(s), "sanitizer fp8 decode split");
+  // fp8 at H = 64, K = 2,048 (V3.2): pairs of rows on alternate tiles with deferred votes
+  // (cuda::fused_prefill_rows); ascending keys compact at every interval.
+  expect_fused_exact(make(spec(CacheFormat::kFp8E4M3, Generator::kAscending, 6, 1, 7000, 2048, 122)),
+                     "sanitizer fp8 k 2048 pairs");
 }
 
 // The lockstep kernel's finish with one split per group (the prefill shape, forced by a

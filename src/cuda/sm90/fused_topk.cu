@@ -99,6 +99,17 @@ constexpr int kOrderItems = Sort::kItems;  // a row's final keys (<= Sort::kMaxK
 template <class Smem>
 constexpr int64_t kOrderMaxLen = int64_t(sizeof(Smem::k)) * 4;
 
+// Deferred votes (where both warpgroups score every row: N = 256 alternate tiles, N < 256): at
+// each vote a thread publishes its flag (a shared tag) and arrives on an mbarrier, then waits
+// for the *previous* vote's arrivals and reads its flags, so the two warpgroups no longer
+// meet at every vote (only where a row compacts, and at the guess). A row may then gain three
+// intervals of keys past the limit before it compacts (cuda::fused_vote_plan reserves them).
+// 0: every vote joins the warpgroups. Default since session 38: V4-Pro prefill 15.65 -> 15.16
+// ms, V4-Flash 15.06 -> 14.69, GLM-5 12.70 -> 11.86, decode level (docs/perf.md, 37-38).
+#ifndef FI_FUSED_DEFERRED_VOTES
+#define FI_FUSED_DEFERRED_VOTES 1
+#endif
+
 template <int kRows>
 struct SelectState {
   union {
@@ -136,15 +147,6 @@ struct FusedLayout {
 #define FI_FUSED_VOTES 1  // experiment knob: 0 skips every step's vote (timing only, with FI_FUSED_PUTS=0 or 2)
 #endif
 static_assert(FI_FUSED_VOTES || FI_FUSED_PUTS != 1, "without votes the candidate buffers would overflow");
-// Deferred votes (where both warpgroups score every row: N = 256 alternate tiles, N < 256): at
-// each vote a thread publishes its flag (a shared tag) and arrives on an mbarrier, then waits
-// for the *previous* vote's arrivals and reads its flags, so the two warpgroups no longer
-// meet at every vote (only where a row compacts, and at the guess). A row may then gain three
-// intervals of keys past the limit before it compacts (cuda::fused_vote_plan reserves them).
-// Experiment knob: 1 defers (session 37).
-#ifndef FI_FUSED_DEFERRED_VOTES
-#define FI_FUSED_DEFERRED_VOTES 0
-#endif
 #ifndef FI_FUSED_SAMPLE
 #define FI_FUSED_SAMPLE 1  // experiment knob: 0 streams every row in the plain order from tau = 0
 #endif
