@@ -11,16 +11,17 @@
 //   then a floor at or below the row's K-th best key): a score whose rank key beats tau is appended
 //   (shared atomic). The sink steps with both consumer warpgroups (a step is a pair of tiles, or
 //   one tile where they share tiles); every `vote_every` steps (a power of two up to 8, chosen on
-//   the host from the free room) a bar.red.or vote asks whether an append took a row past the limit
-//   (one vote interval of room below the end of its buffer: the thread whose append index is the
-//   limit knows it), and the threads that score the row compact it: one radix histogram pass
+//   the host from the free room) a vote asks whether an append took a row past the limit (room
+//   for the intervals before its compaction is kept below the end of its buffer: the thread
+//   whose append index is the limit knows it), and the threads that score the row compact it: one radix histogram pass
 //   (radix_select.cuh, as TopK over logits) finds the lower edge of the digit bin holding the K-th
 //   key, the keys at or above it are kept (K and a few more; the exact K-th when that bin is too
 //   full) and tau rises to that edge. Groups of N = 256 take alternate tiles where the buffers hold
 //   2 K keys, 1,024 of them above K (cuda::fused_takes_alternate256), else share tiles: each
-//   warpgroup scores rows of its own and votes and compacts alone (128 threads); otherwise both
-//   warpgroups score every row and vote together (N = 256 on alternate tiles, and every N < 256;
-//   FI_FUSED_DEFERRED_VOTES: one vote late through an mbarrier, three intervals of room).
+//   warpgroup scores rows of its own and votes (bar.red.or) and compacts alone (128 threads);
+//   otherwise both warpgroups score every row (N = 256 on alternate tiles, and every N < 256:
+//   fp8 at K = 2,048 takes pairs of rows, cuda::fused_prefill_rows) and a vote is deferred
+//   (tags and an mbarrier, acted on one vote later; three intervals of room).
 //   With one split a group starts with a sampled start (sampled_start.h; on alternate tiles a
 //   step samples a pair of tiles).
 //   Exact and bounded by construction; the producer keeps filling the key ring meanwhile.
@@ -46,10 +47,9 @@
 //   lockstep kernel (docs/perf.md, session 32).
 // Decode rows take fused_staged.cu instead where its plan applies (a cluster per row segment;
 //   speculative rows while B x context <= 4M positions; the dispatch is in fused_topk()).
-// Measured (docs/perf.md, sessions 35-37): bit-identical to dense + TopK everywhere; prefill
-//   8,192 x 65,536 at 0.92x of dense + TopK (V4-Pro), 0.94x (V4-Flash and V4-Pro x 196,608),
-//   0.82x at K = 2048 (V3.2), 0.77x at H = 32 (GLM-5, groups of 4). Deferred votes (knob
-//   below, off): V4 0.95-0.96x, GLM-5 0.82x (docs/design.md, "Next").
+// Measured (docs/perf.md, sessions 35-38): bit-identical to dense + TopK everywhere; prefill
+//   8,192 x 65,536 at 0.95x of dense + TopK (V4-Pro), 0.97x (V4-Flash), 0.86x at K = 2048
+//   (V3.2, pairs of rows), 0.82x at H = 32 (GLM-5, groups of 4).
 #include "../../core/rank_key.h"
 #include "bitmap_order.cuh"
 #include "bitonic_sort.cuh"
