@@ -121,7 +121,7 @@ struct SelectState {
   uint32_t guessed[kRows];  // 1: tau started from the sample's guess (sampled_start.h)
 #if FI_FUSED_DEFERRED_VOTES
   uint32_t vote_tag[4];   // slot v % 4: v + 1 once a thread voted "a row passed the limit" at vote v
-  uint64_t vote_bar[4];   // slot v % 4: the 8 consumer warps' arrivals at vote v
+  uint64_t vote_bar[4];   // slot v % 4: the 256 consumer threads' arrivals at vote v
 #endif
 };
 
@@ -334,17 +334,13 @@ struct SelectSink {
   }
 
 #if FI_FUSED_DEFERRED_VOTES
-  // Vote v: publishes the warp's flag and arrives (lane 0, once per warp: 8 arrivals), then
-  // returns vote v - 1's answer (the same on every consumer thread) once all 8 warps have cast
-  // it. Slot v % 4 is not written again (vote v + 4) before every thread has read it: a warp
-  // casting v + 4 has seen every warp arrive at v + 2, and a warp arrives only once all its
-  // lanes are past their read of v's slot (at vote v + 1: program order, then __any_sync).
+  // Vote v: publishes this thread's flag and arrives, then returns vote v - 1's answer (the
+  // same on every consumer thread) once all 256 threads have cast it. Slot v % 4 is not
+  // written again (vote v + 4) before every thread has read it: a thread casting v + 4 has
+  // seen every thread arrive at v + 2, after its read of v's slot (at vote v + 1).
   __device__ bool deferred_vote(uint32_t v, bool full) {
-    const bool any = __any_sync(0xffffffffu, full);
-    if ((threadIdx.x & 31) == 0) {
-      if (any) atomicMax(&st.vote_tag[v & 3], v + 1);
-      ptx::mbar_arrive(&st.vote_bar[v & 3]);  // release: the tag before the arrival
-    }
+    if (full) atomicMax(&st.vote_tag[v & 3], v + 1);
+    ptx::mbar_arrive(&st.vote_bar[v & 3]);  // release: the tag before the arrival
     if (v == 0) return false;
     const uint32_t p = v - 1;
     ptx::mbar_wait(&st.vote_bar[p & 3], (p >> 2) & 1);  // acquire
@@ -764,7 +760,7 @@ __global__ void __launch_bounds__(kScorerThreads, 1)
 #if FI_FUSED_DEFERRED_VOTES
   if (threadIdx.x < 4) {
     st.vote_tag[threadIdx.x] = 0;
-    ptx::mbar_init(&st.vote_bar[threadIdx.x], kConsumers / 32);  // a warp's lane 0 casts its vote
+    ptx::mbar_init(&st.vote_bar[threadIdx.x], kConsumers);
   }
 #endif
   Core::setup(a, sm, group, c0, c1, f.repair_launch ? 0 : f.max_sample);  // ends with a CTA barrier
