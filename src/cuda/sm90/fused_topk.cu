@@ -338,6 +338,7 @@ struct SelectSink {
   // same on every consumer thread) once all 256 threads have cast it. Slot v % 4 is not
   // written again (vote v + 4) before every thread has read it: a thread casting v + 4 has
   // seen every thread arrive at v + 2, after its read of v's slot (at vote v + 1).
+  // One arrival per warp (lane 0 after __any_sync) measured 0.5-1.4% slower (session 38).
   __device__ bool deferred_vote(uint32_t v, bool full) {
     if (full) atomicMax(&st.vote_tag[v & 3], v + 1);
     ptx::mbar_arrive(&st.vote_bar[v & 3]);  // release: the tag before the arrival
