@@ -83,14 +83,16 @@ def profile(recs):
             print(f"{r['point']:38}" + "".join(f" {p[n + '_cycles']:>10.0f}" for n in names))
     if not rows:
         return
-    print(f"{'fused profile, cycles per CTA':34} {'consume':>10} {'votes':>10} {'compact':>10} {'n comp':>7}"
-          f" {'keys/comp':>9} {'finish':>10} {'sort':>10}  guess held / repaired (rows)")
+    print(f"{'fused profile, cycles per CTA':34} {'consume':>10} {'votes':>10} {'guess':>8} {'vote wait':>9}"
+          f" {'compact':>10} {'n comp':>7} {'keys/comp':>9} {'finish':>10} {'sort':>10}  guess held / repaired (rows)")
+    nan = float("nan")
     for r in rows:
         p = r["profile_per_cta"]
-        print(f"{r['point']:34} {p['consume_cycles']:>10.0f} {p['vote_cycles']:>10.0f} {p['compact_cycles']:>10.0f}"
+        print(f"{r['point']:34} {p['consume_cycles']:>10.0f} {p['vote_cycles']:>10.0f}"
+              f" {p.get('guess_cycles', nan):>8.0f} {p.get('vote_wait_cycles', nan):>9.0f} {p['compact_cycles']:>10.0f}"
               f" {p['compactions']:>7.1f} {p['keys_per_compaction']:>9.0f} {p['finish_cycles']:>10.0f}"
-              f" {p.get('sort_cycles', float('nan')):>10.0f}"
-              f"  {p.get('guesses_held_rows', float('nan')):.0f} / {p.get('repaired_rows', float('nan')):.0f}")
+              f" {p.get('sort_cycles', nan):>10.0f}"
+              f"  {p.get('guesses_held_rows', nan):.0f} / {p.get('repaired_rows', nan):.0f}")
 
 
 def plans(recs):

@@ -296,6 +296,7 @@ struct SelectSink {
     if constexpr (kOwnRows) {
       if (step_index == uint32_t(sm.order.sample) && sm.order.sample > 0) {  // the sample stays within limit
         guess(sm, t);
+        clock.add(kProfileGuessCycles, clock.now() - t0);
         clock.add(kProfileVotes, clock.now() - t0);
         return;
       }
@@ -313,7 +314,9 @@ struct SelectSink {
 #endif
       if constexpr (kSampled) {
         if (2 * step_index == uint32_t(sm.order.sample) && sm.order.sample > 0) {  // a step: two sample tiles
+          const long long g0 = clock.now();
           guess(sm, t);
+          clock.add(kProfileGuessCycles, clock.now() - g0);
           clock.add(kProfileVotes, clock.now() - t0);
           return;
         }
@@ -344,7 +347,9 @@ struct SelectSink {
     ptx::mbar_arrive(&st.vote_bar[v & 3]);  // release: the tag before the arrival
     if (v == 0) return false;
     const uint32_t p = v - 1;
+    const long long w0 = clock.now();
     ptx::mbar_wait(&st.vote_bar[p & 3], (p >> 2) & 1);  // acquire
+    clock.add(kProfileVoteWaitCycles, clock.now() - w0);
     return *reinterpret_cast<volatile uint32_t*>(&st.vote_tag[p & 3]) == v;
   }
 #endif

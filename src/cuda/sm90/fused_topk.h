@@ -80,6 +80,8 @@ enum FusedProfile : int {
   kProfileSelectorWait,    // the selector warpgroup's waits for the consumers' tiles (FI_FUSED_SELECTOR)
   kProfileGuessesHeld,     // rows (not cycles): a sampled start's guess held (at least K keys >= it)
   kProfileRepairs,         // rows: the guess was above the K-th key, so the repair launch scored them again
+  kProfileGuessCycles,     // of kProfileVotes: the sampled start's guess
+  kProfileVoteWaitCycles,  // of kProfileVotes: deferred votes' waits for the previous vote's arrivals
   kFusedProfileSlots
 };
 // Copies the counters (and zeroes them with reset); false in builds without the knob.
