@@ -18,10 +18,10 @@
 //   digit bin holding the K-th key, the keys at or above it are kept (K and a few more; the exact
 //   K-th when that bin is too full) and tau rises to that edge. Groups of N = 256 take alternate
 //   tiles where the buffers hold 2 K keys, 1,024 of them above K (cuda::fused_takes_alternate256),
-//   else share tiles: each warpgroup scores rows of its own and votes (bar.red.or) and compacts alone (128 threads);
-//   otherwise both warpgroups score every row (N = 256 on alternate tiles, and every N < 256:
-//   fp8 at K = 2,048 takes pairs of rows, cuda::fused_prefill_rows) and a vote is deferred
-//   (tags and an mbarrier, acted on one vote later; three intervals of room).
+//   else share tiles: each warpgroup scores rows of its own and votes (bar.red.or) and compacts
+//   alone (128 threads); otherwise both warpgroups score every row (N = 256 on alternate tiles,
+//   and every N < 256: fp8 at K = 2,048 takes pairs of rows, cuda::fused_prefill_rows) and a
+//   vote is deferred (tags and an mbarrier, acted on one vote later; three intervals of room).
 //   With one split a group starts with a sampled start (sampled_start.h; on alternate tiles a
 //   step samples a pair of tiles).
 //   Exact and bounded by construction; the producer keeps filling the key ring meanwhile.
