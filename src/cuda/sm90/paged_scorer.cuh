@@ -284,8 +284,8 @@ inline constexpr int kLaunchRegs = 168;
 #define FI_SCORER_PINGPONG 2
 #endif
 // The two consumer warpgroups of a lockstep sink on alternate tiles take turns too, tile by
-// tile in tile order, so a vote (both warpgroups meet at barrier 1) does not leave them
-// issuing their MMAs together. FI_SCORER_PINGPONG_ALTERNATE: 0 never, 1 (default) in the
+// tile in tile order, so they do not issue their MMAs together (e.g. after a compaction, where
+// both meet at barrier 1). FI_SCORER_PINGPONG_ALTERNATE: 0 never, 1 (default) in the
 // fused operator's groups of N < 256 (GLM-5 prefill, decode pairs), 2 also in its N = 256
 // alternate tiles (V4 prefill). Measured (docs/perf.md, session 37): GLM-5 prefill 13.12 ->
 // 12.66 ms; V4 prefill 2.1-2.8% slower with 2.
