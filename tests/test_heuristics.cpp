@@ -273,8 +273,8 @@ TEST(Heuristics, AlternateTilesForGroupsOf256) {
 }
 
 // A step of the fused operator's lockstep sink: one tile per row when the two consumer
-// warpgroups share the tiles of a group of N = H x R = 256 columns, a pair of tiles otherwise
-// (N <= 128, or N = 256 on alternate tiles).
+// warpgroups share the tiles of a group of N = H x R = 256 columns, one tile per consumer
+// warpgroup otherwise (N <= 128, or N = 256 on alternate tiles): a pair, or a triple.
 TEST(Heuristics, FusedStepPutsFollowTheTileSharing) {
   using flashindexer::cuda::fused_step_puts;
   EXPECT_EQ(fused_step_puts(64, 4), 64);
@@ -284,6 +284,24 @@ TEST(Heuristics, FusedStepPutsFollowTheTileSharing) {
   EXPECT_EQ(fused_step_puts(64, 2), 128);
   EXPECT_EQ(fused_step_puts(64, 2, true), 128);  // N = 128 takes alternate tiles either way
   EXPECT_EQ(fused_step_puts(32, 1), 128);
+  EXPECT_EQ(fused_step_puts(64, 2, false, 3), 192);  // three consumer warpgroups: a triple of tiles
+  EXPECT_EQ(fused_step_puts(32, 4, false, 3), 192);
+  EXPECT_EQ(fused_step_puts(64, 4, false, 3), 64);   // shared tiles: one tile, whatever the warpgroups
+}
+
+// Three consumer warpgroups exactly where the dense kernel runs them for fp8: groups of
+// N = 128 in the FP16 chain (V3.2 pairs of rows, GLM-5 groups of 4, decode next_n = 2 at
+// H = 64); never for mxfp4, kReduced, or other group sizes; none when the knob says two.
+TEST(Heuristics, FusedThirdConsumerWarpgroupOnlyForFp16ChainGroupsOf128) {
+  using flashindexer::cuda::fused_consumer_wgs;
+  EXPECT_EQ(fused_consumer_wgs(true, 64, 2), 3);
+  EXPECT_EQ(fused_consumer_wgs(true, 32, 4), 3);
+  EXPECT_EQ(fused_consumer_wgs(true, 64, 2, false), 2);
+  EXPECT_EQ(fused_consumer_wgs(false, 64, 2), 2);  // mxfp4 or kReduced
+  EXPECT_EQ(fused_consumer_wgs(true, 64, 4), 2);   // N = 256
+  EXPECT_EQ(fused_consumer_wgs(true, 64, 1), 2);   // N = 64
+  EXPECT_EQ(fused_consumer_wgs(true, 32, 8), 2);
+  EXPECT_EQ(fused_consumer_wgs(true, 32, 2), 2);
 }
 
 // The sampled start on alternate tiles (fused_topk.cu, FI_FUSED_SAMPLED_PAIRS=1) takes
@@ -314,16 +332,17 @@ TEST(Heuristics, SampledPairsStayWithinTheVoteLimit) {
 TEST(Heuristics, VotePlanReservesRoomForTheIntervalsBeforeACompaction) {
   using flashindexer::cuda::fused_min_capacity;
   using flashindexer::cuda::fused_vote_plan;
-  for (const bool deferred : {false, true})
-    for (const int32_t k : {512, 1024, 2048})
-      for (int32_t cap = fused_min_capacity(k, deferred ? 384 : 128); cap < 6000; cap += 41) {
-        const auto p = fused_vote_plan(cap, k, 128, deferred);
-        const int64_t room = int64_t(deferred ? 3 : 1) * p.every * 128;
-        ASSERT_EQ(p.limit + room, cap) << "deferred " << deferred << " k " << k << " cap " << cap;
-        ASSERT_GE(p.limit, k) << "deferred " << deferred << " k " << k << " cap " << cap;
-        ASSERT_EQ(p.sample_steps % p.every, 0);
-        ASSERT_LE(int64_t(p.sample_steps) * 128, p.limit);
-      }
+  for (const int32_t step : {128, 192})  // a pair or a triple of tiles
+    for (const bool deferred : {false, true})
+      for (const int32_t k : {512, 1024, 2048})
+        for (int32_t cap = fused_min_capacity(k, (deferred ? 3 : 1) * step); cap < 6000; cap += 41) {
+          const auto p = fused_vote_plan(cap, k, step, deferred);
+          const int64_t room = int64_t(deferred ? 3 : 1) * p.every * step;
+          ASSERT_EQ(p.limit + room, cap) << "deferred " << deferred << " k " << k << " cap " << cap;
+          ASSERT_GE(p.limit, k) << "deferred " << deferred << " k " << k << " cap " << cap;
+          ASSERT_EQ(p.sample_steps % p.every, 0);
+          ASSERT_LE(int64_t(p.sample_steps) * step, p.limit);
+        }
   // V4-Pro prefill on the H200 (mxfp4, cap 2,458, K = 1024): plain votes every 4 pairs of
   // tiles below 1,946 keys; deferred every 2 below 1,690.
   EXPECT_EQ(fused_vote_plan(2458, 1024, 128, false).every, 4);

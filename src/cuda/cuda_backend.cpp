@@ -100,7 +100,8 @@ class CudaBackend final : public BackendImpl {
                                                     " for fused_topk on sm_90a, got " + std::to_string(p.k));
       const int32_t cap = sm90::fused_topk_capacity(p.cache.format, p.queries.num_heads, plan.rows_per_group,
                                                     device().smem_optin);
-      const int32_t need = sm90::fused_topk_min_capacity(p.k, p.queries.num_heads, plan.rows_per_group);
+      const int32_t need =
+          sm90::fused_topk_min_capacity(p.cache.format, p.accuracy, p.queries.num_heads, plan.rows_per_group, p.k);
       if (cap < need)
         return Status(StatusCode::kUnsupported,
                       "k: fused_topk on sm_90a holds " + std::to_string(cap) + " candidates per row for H = " +
@@ -181,7 +182,7 @@ class CudaBackend final : public BackendImpl {
     if (h != 32 && h != 64) return 0;
     auto fits = [&](int32_t rows) {
       return sm90::fused_topk_capacity(p.cache.format, h, rows, device().smem_optin) >=
-             sm90::fused_topk_min_capacity(p.k, h, rows);
+             sm90::fused_topk_min_capacity(p.cache.format, p.accuracy, h, rows, p.k);
     };
     if (FI_FUSED_PREFILL_ROWS > 0 && fits(FI_FUSED_PREFILL_ROWS)) return FI_FUSED_PREFILL_ROWS;  // the knob
     if (const int32_t rows = fused_prefill_rows(fp8_default, h, p.k); rows > 0 && fits(rows)) return rows;

@@ -263,9 +263,20 @@ inline constexpr bool dense_takes_alternate256(bool fp8_default_mode, int32_t he
 // Fused operator (fused_topk.cu): each row of a group keeps `cap` candidate keys in shared
 // memory; between two compaction votes a row gains at most vote_every x step_puts keys
 // (step_puts: one 64-position tile per step when the two consumer warpgroups share tiles,
-// N = H x R = 256 unless `alternate256`; a pair of tiles otherwise).
-inline constexpr int32_t fused_step_puts(int32_t heads, int32_t rows_per_group, bool alternate256 = false) {
-  return heads * rows_per_group == 256 && !alternate256 ? 64 : 128;
+// N = H x R = 256 unless `alternate256`; otherwise one tile per consumer warpgroup, each
+// warpgroup on every consumer_wgs-th tile: a pair, or three with a third warpgroup).
+inline constexpr int32_t fused_step_puts(int32_t heads, int32_t rows_per_group, bool alternate256 = false,
+                                         int32_t consumer_wgs = 2) {
+  return heads * rows_per_group == 256 && !alternate256 ? 64 : 64 * consumer_wgs;
+}
+
+// The fused lockstep kernel's consumer warpgroups: three on groups of N = 128 in the FP16
+// chain (fp8, default mode; V3.2 pairs of rows, GLM-5 groups of 4), each on every third
+// tile, as the dense kernel runs them (dense_logits.cu); else two. 512 threads: the producer
+// keeps 40 registers, the consumers 152 (ptxas still allocates 128 per instruction).
+inline constexpr int32_t fused_consumer_wgs(bool fp8_default_mode, int32_t heads, int32_t rows_per_group,
+                                            bool three = true) {
+  return three && fp8_default_mode && heads * rows_per_group == 128 ? 3 : 2;
 }
 
 // The least capacity for K: K plus one vote interval of one step (the vote is exact: it asks

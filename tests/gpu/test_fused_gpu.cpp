@@ -305,8 +305,10 @@ void expect_sampled_start(bool boost, int32_t context, int32_t kK = 2048, int32_
   const int32_t cap = sm90::fused_topk_capacity(CacheFormat::kFp8E4M3, heads, kNextN, size_t(optin));
   const bool pairs = flashindexer::cuda::fused_takes_alternate256(heads, kNextN, kK, cap);
   ASSERT_EQ(pairs, heads == 64 && kK <= 1024) << "cap " << cap << ", K " << kK;
-  const int32_t step = flashindexer::cuda::fused_step_puts(heads, kNextN, pairs);  // 128: a pair of tiles
-  const int32_t sample_steps = sm90::fused_topk_vote_plan(cap, kK, heads, kNextN, pairs).sample_steps;
+  const int32_t wgs = sm90::fused_topk_consumer_wgs(CacheFormat::kFp8E4M3, ScoreAccuracy::kFp32, heads, kNextN);
+  const int32_t step = flashindexer::cuda::fused_step_puts(heads, kNextN, pairs, wgs);  // a tile per warpgroup
+  const int32_t sample_steps =
+      sm90::fused_topk_vote_plan(CacheFormat::kFp8E4M3, ScoreAccuracy::kFp32, heads, kNextN, pairs, cap, kK).sample_steps;
   const sm90::SampleOrder order = sm90::SampleOrder::plan((len + 63) / 64, sample_steps * (step / 64));
   ASSERT_GT(order.sample, 0) << "cap " << cap << ", length " << len << ", K " << kK;
   if (boost)
@@ -373,12 +375,15 @@ TEST(GpuFused, SampledStartWithThirtyTwoHeads) {
   const int32_t cap = sm90::fused_topk_capacity(CacheFormat::kFp8E4M3, 32, kRowsPerGroup, size_t(optin));
   const int32_t k = cap / 2 + 32;
   ASSERT_FALSE(flashindexer::cuda::fused_takes_alternate256(32, kRowsPerGroup, k, cap)) << "cap " << cap;
-  ASSERT_GE(cap, sm90::fused_topk_min_capacity(k, 32, kRowsPerGroup)) << "cap " << cap;
+  ASSERT_GE(cap, sm90::fused_topk_min_capacity(CacheFormat::kFp8E4M3, ScoreAccuracy::kFp32, 32, kRowsPerGroup, k))
+      << "cap " << cap;
   SyntheticSpec s = spec(CacheFormat::kFp8E4M3, Generator::kGaussian, int64_t(2) * sms * kRowsPerGroup, 1, 16384, k, 94);
   s.num_heads = 32;
   const HostProblem h = make(s);
   const int32_t tiles = int32_t((h.window_end[0] + 63) / 64);  // the shortest window of the first group
-  ASSERT_GT(sm90::SampleOrder::plan(tiles, sm90::fused_topk_vote_plan(cap, k, 32, kRowsPerGroup, false).sample_steps).sample, 0)
+  const int32_t sample_steps =
+      sm90::fused_topk_vote_plan(CacheFormat::kFp8E4M3, ScoreAccuracy::kFp32, 32, kRowsPerGroup, false, cap, k).sample_steps;
+  ASSERT_GT(sm90::SampleOrder::plan(tiles, sample_steps).sample, 0)
       << "cap " << cap << ", k " << k << ", tiles " << tiles;
   DeviceProblem d(h);
   FusedRun f(d.p);
@@ -723,6 +728,37 @@ TEST(FusedDecodeClusters, AppliesToDecodeRowsOfOneRequestWithinTheGrid) {
   p.rows.form = RowForm::kRagged;
   p.rows.num_requests = 64;
   EXPECT_FALSE(sm90::fused_staged_applies(p, plan, kH200)) << "prefill rows";
+}
+
+// Host only (CI): the capacity that supports() asks for is what the launch needs. At
+// exactly fused_topk_min_capacity every shape's vote plan keeps its limit at or above K, so
+// fused_topk() never refuses at run time a problem that was planned (cudaErrorInvalidConfiguration
+// there), and the room above K covers the votes' intervals: one step on shared tiles, three
+// where votes are deferred (every warpgroup on every row), a step being one tile per
+// consumer warpgroup.
+TEST(FusedLockstepRoom, MinCapacityHoldsTheVotePlan) {
+  const CacheFormat formats[] = {CacheFormat::kFp8E4M3, CacheFormat::kMxfp4};
+  const ScoreAccuracy accuracies[] = {ScoreAccuracy::kFp32, ScoreAccuracy::kReduced};
+  for (const CacheFormat f : formats)
+    for (const ScoreAccuracy acc : accuracies)
+      for (const int32_t h : {32, 64})
+        for (int32_t rows = 1; h * rows <= 256; rows *= 2)
+          for (const int32_t k : {1, 512, 1000, 1024, 2048}) {
+            const int32_t wgs = sm90::fused_topk_consumer_wgs(f, acc, h, rows);
+            const bool shared = h * rows == 256;
+            const int32_t step = shared ? 64 : 64 * wgs;
+            const int32_t cap = sm90::fused_topk_min_capacity(f, acc, h, rows, k);
+            const std::string at = "h " + std::to_string(h) + " rows " + std::to_string(rows) + " k " +
+                                   std::to_string(k) + " wgs " + std::to_string(wgs);
+            ASSERT_GE(cap, k + (shared ? 1 : 3) * step) << at;
+            ASSERT_GE(sm90::fused_topk_vote_plan(f, acc, h, rows, false, cap, k).limit, k) << at;
+          }
+  // Three consumer warpgroups only in the FP16 chain (fp8, default mode) at N = 128.
+  EXPECT_EQ(sm90::fused_topk_min_capacity(CacheFormat::kFp8E4M3, ScoreAccuracy::kFp32, 64, 1, 2048), 2048 + 3 * 128);
+  EXPECT_EQ(sm90::fused_topk_min_capacity(CacheFormat::kMxfp4, ScoreAccuracy::kFp32, 64, 2, 2048), 2048 + 3 * 128);
+  EXPECT_EQ(sm90::fused_topk_min_capacity(CacheFormat::kFp8E4M3, ScoreAccuracy::kFp32, 64, 4, 2048), 2048 + 64);
+  EXPECT_EQ(sm90::fused_topk_min_capacity(CacheFormat::kFp8E4M3, ScoreAccuracy::kFp32, 32, 4, 2048),
+            2048 + 3 * 64 * sm90::fused_topk_consumer_wgs(CacheFormat::kFp8E4M3, ScoreAccuracy::kFp32, 32, 4));
 }
 
 TEST(GpuFused, PoolBeyond4GiB) {

@@ -93,7 +93,21 @@ using WgSync = WarpgroupSync<2, 1>;
 using WgSelect = RadixSelect<128, WgSync, 1024>;
 using Sort = BitonicSort<kConsumers, ConsumerSync>;
 using Order = BitmapOrder<Select>;
-constexpr int kOrderItems = Sort::kItems;  // a row's final keys (<= Sort::kMaxKeys) per consumer thread
+constexpr int kOrderItems = Sort::kItems;
+// Groups of N = 128 in the FP16 chain run three consumer warpgroups on every third tile
+// (cuda::fused_consumer_wgs). The stream's votes, guess and compactions then meet all 384
+// consumer threads on named barrier 6 (StreamSync); the selection itself (Select) and the
+// finish stay on warpgroups 1-2 (barrier 1), the third waiting at barrier 6 meanwhile.
+// Experiment knob: FI_FUSED_CONSUMER_WGS=2 keeps two everywhere.
+#ifndef FI_FUSED_CONSUMER_WGS
+#define FI_FUSED_CONSUMER_WGS 3
+#endif
+template <int kWgs>
+using StreamSync = std::conditional_t<kWgs == 2, ConsumerSync, NamedSync<6, 128 * kWgs>>;
+template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
+constexpr int fused_consumer_wgs() {
+  return cuda::fused_consumer_wgs(fp16_chain(kFormat, kAccuracy), kHeads, kRows, FI_FUSED_CONSUMER_WGS == 3);
+}  // a row's final keys (<= Sort::kMaxKeys) per consumer thread
 // The longest window the finish orders by a bitmap in the key ring: one bit and one 32-bit
 // prefix per 32 positions each take half of it (4 x its bytes: 262,144 positions in 64 KiB).
 template <class Smem>
@@ -121,7 +135,7 @@ struct SelectState {
   uint32_t guessed[kRows];  // 1: tau started from the sample's guess (sampled_start.h)
 #if FI_FUSED_DEFERRED_VOTES
   uint32_t vote_tag[4];   // slot v % 4: v + 1 once a thread voted "a row passed the limit" at vote v
-  uint64_t vote_bar[4];   // slot v % 4: the 256 consumer threads' arrivals at vote v
+  uint64_t vote_bar[4];   // slot v % 4: the consumer threads' arrivals at vote v (256 or 384)
 #endif
 };
 
@@ -204,14 +218,27 @@ bool fused_alternate256(int heads, int rows, int32_t k, int32_t cap) {
   return FI_FUSED_N256_ALTERNATE == 1 && cuda::fused_takes_alternate256(heads, rows, k, cap);
 }
 constexpr bool fused_sampled_pairs() { return FI_FUSED_SAMPLED_PAIRS != 0; }
-constexpr uint32_t step_puts(int heads, int rows, bool alternate) {
-  return uint32_t(cuda::fused_step_puts(heads, rows, alternate));
+constexpr uint32_t step_puts(int heads, int rows, bool alternate, int consumer_wgs) {
+  return uint32_t(cuda::fused_step_puts(heads, rows, alternate, consumer_wgs));
 }
 
 // kSampled: the tile order may start with a sample, whose guess comes at the step where the
-// sample ends (with kOwnRows a step is one tile, otherwise a pair).
-template <int kRows, uint32_t kStepPuts, bool kOwnRows, bool kSampled = kOwnRows>
+// sample ends (with kOwnRows a step is one tile, otherwise one tile per consumer warpgroup).
+// kWgs: the consumer warpgroups (3: warpgroup 3 appends and votes, waits out the selections).
+template <int kRows, uint32_t kStepPuts, bool kOwnRows, bool kSampled = kOwnRows, int kWgs = 2>
 struct SelectSink {
+  static_assert(kWgs == 2 || (kWgs == 3 && !kOwnRows), "a third consumer warpgroup: rows scored by all");
+  using Stream = StreamSync<kWgs>;
+  // A selection during the stream with a third warpgroup: after a barrier of every consumer
+  // thread, f on warpgroups 1-2 (Select), then a second barrier keeps the third warpgroup's
+  // appends out until f is done. (With two warpgroups the callers sync on barrier 1, and
+  // Select's own barriers order the rest: written apart so that their SASS stays as tested.)
+  template <class F>
+  __device__ void selecting(int t, F&& f) {
+    Stream::sync();
+    if (t < kConsumers) f();
+    Stream::sync();
+  }
   static constexpr bool kLockstep = true;
   static_assert(kLockstep);  // (a use: the selector kernel instantiates it for its compactions only)
   SelectState<kRows>& st;
@@ -238,8 +265,12 @@ struct SelectSink {
       WgSync::sync();  // the sample's appends are settled
       guess_rows<WgSelect>(sm, st.select.wg[cw], cw * (kRows / 2), kRows / 2, t & 127);
     } else {
-      ConsumerSync::sync();
-      guess_rows<Select>(sm, st.select.all, 0, kRows, t);
+      if constexpr (kWgs == 2) {
+        ConsumerSync::sync();  // the sample's appends are settled
+        guess_rows<Select>(sm, st.select.all, 0, kRows, t);
+      } else {
+        selecting(t, [&] { guess_rows<Select>(sm, st.select.all, 0, kRows, t); });
+      }
     }
   }
   template <class Sel, class Smem>
@@ -313,7 +344,7 @@ struct SelectSink {
       const bool act = deferred_vote(votes++, full);
 #endif
       if constexpr (kSampled) {
-        if (2 * step_index == uint32_t(sm.order.sample) && sm.order.sample > 0) {  // a step: two sample tiles
+        if (kWgs * step_index == uint32_t(sm.order.sample) && sm.order.sample > 0) {  // a step: kWgs sample tiles
           const long long g0 = clock.now();
           guess(sm, t);
           clock.add(kProfileGuessCycles, clock.now() - g0);
@@ -323,14 +354,21 @@ struct SelectSink {
       }
 #if FI_FUSED_DEFERRED_VOTES
       if (act) {
-        ConsumerSync::sync();  // every append before this vote is settled
+        Stream::sync();  // every append before this vote is settled
 #else
-      if (ConsumerSync::any(full)) {
+      if (Stream::any(full)) {
 #endif
         const uint32_t over = rows_over_limit<kRows>(0);
-        ConsumerSync::sync();
-        for (int r = 0; r < kRows; ++r)
-          if ((over >> r) & 1) compact<Select>(st.select.all, r, t, keep_at_most(limit));
+        if constexpr (kWgs == 2) {
+          ConsumerSync::sync();  // every thread has read the counts
+          for (int r = 0; r < kRows; ++r)
+            if ((over >> r) & 1) compact<Select>(st.select.all, r, t, keep_at_most(limit));
+        } else {
+          selecting(t, [&] {  // every thread has read the counts
+            for (int r = 0; r < kRows; ++r)
+              if ((over >> r) & 1) compact<Select>(st.select.all, r, t, keep_at_most(limit));
+          });
+        }
       }
     }
     clock.add(kProfileVotes, clock.now() - t0);
@@ -338,7 +376,7 @@ struct SelectSink {
 
 #if FI_FUSED_DEFERRED_VOTES
   // Vote v: publishes this thread's flag and arrives, then returns vote v - 1's answer (the
-  // same on every consumer thread) once all 256 threads have cast it. Slot v % 4 is not
+  // same on every consumer thread) once all consumer threads have cast it. Slot v % 4 is not
   // written again (vote v + 4) before every thread has read it: a thread casting v + 4 has
   // seen every thread arrive at v + 2, after its read of v's slot (at vote v + 1).
   // One arrival per warp (lane 0 after __any_sync) measured 0.5-1.4% slower (session 38).
@@ -737,10 +775,12 @@ __global__ void __launch_bounds__(kSelectorThreads, 1)
 }
 
 // Grid: one CTA per (group, split), groups in reverse order, as dense_logits_kernel.
+// 384 threads, 512 with a third consumer warpgroup (fused_consumer_wgs).
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy, bool kAlternate>
-__global__ void __launch_bounds__(kScorerThreads, 1)
+__global__ void __launch_bounds__(128 * (1 + fused_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>()), 1)
     fused_topk_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ FusedParams f) {
-  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, 2, kScorerStages, kAlternate, fused_sampled_pairs()>;
+  constexpr int kWgs = fused_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>();
+  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, kWgs, kScorerStages, kAlternate, fused_sampled_pairs()>;
   using Layout = FusedLayout<typename Core::Smem, kRows>;
   extern __shared__ uint8_t smem_raw[];
   auto& sm = carve<typename Core::Smem>(smem_raw);
@@ -766,23 +806,34 @@ __global__ void __launch_bounds__(kScorerThreads, 1)
 #if FI_FUSED_DEFERRED_VOTES
   if (threadIdx.x < 4) {
     st.vote_tag[threadIdx.x] = 0;
-    ptx::mbar_init(&st.vote_bar[threadIdx.x], kConsumers);
+    ptx::mbar_init(&st.vote_bar[threadIdx.x], 128 * kWgs);
   }
 #endif
   Core::setup(a, sm, group, c0, c1, f.repair_launch ? 0 : f.max_sample);  // ends with a CTA barrier
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
-    if constexpr (Core::kSplitRegs) ptx::regs_dealloc<kProducerRegs>();
+    if constexpr (kWgs == 3) {
+      ptx::regs_dealloc<40>();
+    } else if constexpr (Core::kSplitRegs) {
+      ptx::regs_dealloc<kProducerRegs>();
+    }
     Core::produce(a, sm);
   } else {
-    if constexpr (Core::kSplitRegs) ptx::regs_alloc<kConsumerRegs>();
+    if constexpr (kWgs == 3) {
+      ptx::regs_alloc<152>();  // 128 x 40 + 384 x 152 <= 512 x 128, the launch's registers
+    } else if constexpr (Core::kSplitRegs) {
+      ptx::regs_alloc<kConsumerRegs>();
+    }
     const int t = threadIdx.x - 128;
-    SelectSink<kRows, step_puts(kHeads, kRows, kAlternate), Core::kShareTiles, Core::kSampledOrder> sink{
+    SelectSink<kRows, step_puts(kHeads, kRows, kAlternate, kWgs), Core::kShareTiles, Core::kSampledOrder, kWgs> sink{
         st, keys, f.cap, f.k, uint32_t(f.vote_every - 1), f.vote_limit};
     const long long t0 = sink.clock.now();
     Core::consume(sm, wg - 1, sink);
-    ConsumerSync::sync();
+    StreamSync<kWgs>::sync();
+    if constexpr (kWgs == 3) {
+      if (t >= kConsumers) return;  // the third warpgroup: the finish runs on warpgroups 1-2
+    }
     const long long t1 = sink.clock.now();
     finish_rows<kRows>(a, f, sm, sink, split, t);
     sink.clock.add(kProfileConsume, t1 - t0);
@@ -797,10 +848,14 @@ using LayoutOf = FusedLayout<ScorerSmem<kHeads * kRows, kFormat == CacheFormat::
 template <CacheFormat kFormat, int kHeads, int kRows, bool kAlternate>
 cudaError_t launch(const ScorerArgs& a, const FusedParams& f, cudaStream_t stream) {
   const size_t smem = LayoutOf<kFormat, kHeads, kRows>::bytes(f.cap);
-  auto kernel = a.accuracy == ScoreAccuracy::kReduced
-                    ? fused_topk_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kReduced, kAlternate>
-                    : fused_topk_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kFp32, kAlternate>;
-  return launch_scorer_kernel(kernel, smem, stream, a, f);
+  if (a.accuracy == ScoreAccuracy::kReduced) {
+    constexpr int kThreads = 128 * (1 + fused_consumer_wgs<kFormat, kHeads, kRows, ScoreAccuracy::kReduced>());
+    return launch_scorer_kernel<kThreads>(fused_topk_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kReduced, kAlternate>,
+                                          smem, stream, a, f);
+  }
+  constexpr int kThreads = 128 * (1 + fused_consumer_wgs<kFormat, kHeads, kRows, ScoreAccuracy::kFp32>());
+  return launch_scorer_kernel<kThreads>(fused_topk_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kFp32, kAlternate>,
+                                        smem, stream, a, f);
 }
 template <CacheFormat kFormat, int kHeads, int kRows>
 using SelectorLayoutOf =
@@ -845,15 +900,36 @@ int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_
   });
 }
 
-cuda::FusedVotePlan fused_topk_vote_plan(int32_t cap, int32_t k, int32_t heads, int32_t rows_per_group,
-                                         bool alternate256) {
-  const bool own_rows = heads * rows_per_group == 256 && !alternate256;  // shared tiles: votes per warpgroup
-  return cuda::fused_vote_plan(cap, k, cuda::fused_step_puts(heads, rows_per_group, alternate256),
-                               FI_FUSED_DEFERRED_VOTES != 0 && !own_rows, FI_FUSED_MAX_VOTE_EVERY);
+int32_t fused_topk_consumer_wgs(CacheFormat format, ScoreAccuracy accuracy, int32_t heads, int32_t rows_per_group) {
+  return cuda::fused_consumer_wgs(fp16_chain(format, accuracy), heads, rows_per_group, FI_FUSED_CONSUMER_WGS == 3);
 }
 
-int32_t fused_topk_min_capacity(int32_t k, int32_t heads, int32_t rows_per_group) {
-  return cuda::fused_min_capacity(k, cuda::fused_step_puts(heads, rows_per_group));  // shared tiles where N = 256
+namespace {
+// A step's appends per row, and whether the votes are deferred (both warpgroups score every
+// row; shared tiles vote per warpgroup).
+struct StepShape {
+  int32_t puts;
+  bool deferred;
+};
+StepShape step_shape(CacheFormat format, ScoreAccuracy accuracy, int32_t heads, int32_t rows_per_group,
+                     bool alternate256) {
+  const bool own_rows = heads * rows_per_group == 256 && !alternate256;
+  const int32_t wgs = fused_topk_consumer_wgs(format, accuracy, heads, rows_per_group);
+  return {cuda::fused_step_puts(heads, rows_per_group, alternate256, wgs), FI_FUSED_DEFERRED_VOTES != 0 && !own_rows};
+}
+}  // namespace
+
+cuda::FusedVotePlan fused_topk_vote_plan(CacheFormat format, ScoreAccuracy accuracy, int32_t heads,
+                                         int32_t rows_per_group, bool alternate256, int32_t cap, int32_t k) {
+  const StepShape s = step_shape(format, accuracy, heads, rows_per_group, alternate256);
+  return cuda::fused_vote_plan(cap, k, s.puts, s.deferred, FI_FUSED_MAX_VOTE_EVERY);
+}
+
+int32_t fused_topk_min_capacity(CacheFormat format, ScoreAccuracy accuracy, int32_t heads, int32_t rows_per_group,
+                                int32_t k) {
+  // Shared tiles where N = 256 (alternate tiles ask for more: cuda::fused_takes_alternate256).
+  const StepShape s = step_shape(format, accuracy, heads, rows_per_group, false);
+  return cuda::fused_min_capacity(k, s.deferred ? 3 * s.puts : s.puts);
 }
 
 bool fused_topk_profile(unsigned long long (&out)[kFusedProfileSlots], bool reset) {
@@ -915,7 +991,7 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   f.k = p.k;
   f.cap = capacity(p, args.plan, args.smem_limit);
   const bool pairs = alternate(p, args.plan, f.cap);
-  const int32_t step = cuda::fused_step_puts(p.queries.num_heads, args.plan.rows_per_group, pairs);
+  const int32_t step = step_shape(p.cache.format, p.accuracy, p.queries.num_heads, args.plan.rows_per_group, pairs).puts;
   const int32_t selector_cap = fused_selector_capacity(p.cache.format, args.smem_limit);
   const bool selector =
       FI_FUSED_SELECTOR != 0 &&
@@ -923,12 +999,11 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
                                  p.queries.num_heads, args.plan.rows_per_group, pairs, p.k, selector_cap);
   f.by_rank = p.order == OutputOrder::kRank;
   f.ws = args.plan.splits > 1 ? SplitCandidates::in(args.workspace, rows, args.plan.splits, p.k) : SplitCandidates{};
-  if (f.cap < fused_topk_min_capacity(p.k, p.queries.num_heads, args.plan.rows_per_group))
+  if (f.cap < fused_topk_min_capacity(p.cache.format, p.accuracy, p.queries.num_heads, args.plan.rows_per_group, p.k))
     return cudaErrorInvalidConfiguration;
   const cuda::FusedVotePlan votes =
-      fused_topk_vote_plan(f.cap, f.k, p.queries.num_heads, args.plan.rows_per_group, pairs);
-  // fused_min_capacity guarantees one interval of room; deferred votes need three.
-  if (votes.limit < f.k) return cudaErrorInvalidConfiguration;
+      fused_topk_vote_plan(p.cache.format, p.accuracy, p.queries.num_heads, args.plan.rows_per_group, pairs, f.cap, f.k);
+  if (votes.limit < f.k) return cudaErrorInvalidConfiguration;  // (alternate tiles of N = 256 reserve theirs)
   f.vote_every = votes.every;
   f.vote_limit = uint32_t(votes.limit);
   if (selector) {  // it compacts a row past cap - 64 after each tile
@@ -937,7 +1012,7 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
     f.vote_limit = uint32_t(f.cap - kTilePuts);
   }
   const bool sampled = FI_FUSED_SAMPLE && !selector && args.plan.splits == 1 && samples(p, args.plan, pairs);
-  // The plan counts steps: a pair of tiles each where a step puts 128 keys per row.
+  // The plan counts steps: step / 64 tiles each.
   f.max_sample = sampled ? votes.sample_steps * (step / 64) : 0;
   f.repair = f.max_sample > 0 ? static_cast<uint32_t*>(args.workspace) : nullptr;
   f.repair_launch = false;

@@ -48,15 +48,21 @@ int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_
 // mxfp4) within smem_limit; 0 for formats without it.
 int32_t fused_selector_capacity(CacheFormat format, size_t smem_limit);
 
-// The votes of a launch of this shape (cuda::fused_vote_plan, deferred where this build defers
-// them: FI_FUSED_DEFERRED_VOTES and both warpgroups on every row).
-cuda::FusedVotePlan fused_topk_vote_plan(int32_t cap, int32_t k, int32_t heads, int32_t rows_per_group,
-                                         bool alternate256);
+// Consumer warpgroups of the fused lockstep kernel of this shape (cuda::fused_consumer_wgs
+// under this build's FI_FUSED_CONSUMER_WGS): 2, or 3 (512 threads).
+int32_t fused_topk_consumer_wgs(CacheFormat format, ScoreAccuracy accuracy, int32_t heads, int32_t rows_per_group);
 
-// The least capacity that K needs with this group shape: room for K plus one step of appends
-// (groups of N = 256 on shared tiles, one tile), and for the final sort (a power of two >= K,
-// 512 at least).
-int32_t fused_topk_min_capacity(int32_t k, int32_t heads, int32_t rows_per_group);
+// The votes of a launch of this shape (cuda::fused_vote_plan: a step of one tile per consumer
+// warpgroup, or of one shared tile; deferred where this build defers them:
+// FI_FUSED_DEFERRED_VOTES and every warpgroup on every row).
+cuda::FusedVotePlan fused_topk_vote_plan(CacheFormat format, ScoreAccuracy accuracy, int32_t heads,
+                                         int32_t rows_per_group, bool alternate256, int32_t cap, int32_t k);
+
+// The least capacity that K needs with this group shape: room for K plus the appends of the
+// votes' interval of one step (one shared tile for groups of N = 256; three steps where votes
+// are deferred), and for the final sort (a power of two >= K, 512 at least).
+int32_t fused_topk_min_capacity(CacheFormat format, ScoreAccuracy accuracy, int32_t heads, int32_t rows_per_group,
+                                int32_t k);
 
 // Caller-owned scratch: room for the splits' local top K (rows x plan.max_splits x K rank
 // keys) when rows can be split, and the sampled start's repair flags (rows x 4 bytes) when

@@ -63,13 +63,15 @@
 //   register-key groups of N <= 64 and fp8 groups of N = 128 in the default mode (its
 //   prefill groups) run a third consumer warpgroup (512 threads, every third tile;
 //   dense_logits.cu); so do the fused decode clusters' groups of N <= 64 of
-//   both formats and their fp8 pairs of rows, N <= 128 (fused_staged.cu).
+//   both formats and their fp8 pairs of rows, N <= 128 (fused_staged.cu), and the fused
+//   lockstep kernel's groups of N = 128 in the FP16 chain (fused_topk.cu).
 //   When a consumer holds 128 columns or converts keys the producer gives it registers
 //   (setmaxnreg 88 / 208; with three consumers 40 / 152); its weights live in registers.
 // Sinks: put(r, row, position, score) for every in-window score (r: the row's index in
-//   the group). A sink with kLockstep also gets step(sm, t) from all 256 consumer threads
-//   at the start of every tile (N = 256) or pair of tiles (N <= 128), so it can run
-//   group-wide work (the fused operator's compactions) between the steps' puts.
+//   the group). A sink with kLockstep also gets step(sm, t) from every consumer thread at
+//   the start of every tile (shared tiles) or of every consumer warpgroup's next tile (a
+//   pair or a triple of tiles), so it can run group-wide work (the fused operator's
+//   compactions) between the steps' puts.
 // Shared memory: Q N x 128 B (fp8 caches: N x 256 B, room for the f16 queries of the
 //   default mode) + 8 x (8 KiB keys + 256 B scales) + N weights + metadata; mxfp4 adds a
 //   raw ring of 9 x 4.5 KiB tiles (N = 256: fp8 131 KiB, mxfp4 139 KiB); register-key mxfp4:
@@ -332,8 +334,8 @@ __device__ __forceinline__ void sink_tile_done(Sink& s, int i) {
 }
 
 // kConsumerWgs: consumer warpgroups (2; 3 for groups of N <= 64 on the register-key path and
-// N <= 128 on the fp8 path: dense_logits.cu's register-key groups, fused_staged.cu; the
-// lockstep sink of fused_topk.cu needs 2).
+// N <= 128 on the fp8 path: dense_logits.cu, fused_staged.cu, and fused_topk.cu's N = 128
+// groups in the FP16 chain, whose lockstep steps are then triples of tiles).
 // kAlternate256: groups of N = 256 take alternate tiles, each consumer warpgroup all 256
 // columns (one m64n256 chain: half the MMA instructions and key-tile reads per tile, and one
 // warpgroup's epilogue runs under the other's MMAs) instead of both on every tile, 128
@@ -350,7 +352,7 @@ struct PagedScorer {
   static constexpr Fp8Kind kKind = kMx ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
   static_assert(!kAlternate256 || (kN == 256 && kConsumerWgs == 2), "alternate tiles of 256 columns: groups of N = 256");
   static constexpr bool kShareTiles = kN == 256 && !kAlternate256;  // both consumers on every tile
-  static constexpr bool kSampledOrder = kShareTiles || (kConsumerWgs == 2 && group_samples(kN, kAlternate256, kSampledPairs));
+  static constexpr bool kSampledOrder = kShareTiles || group_samples(kN, kAlternate256, kSampledPairs);
   static constexpr int kNw = kShareTiles ? kN / 2 : kN;      // columns per consumer warpgroup
   static constexpr int kRowsW = kNw / kHeads;                // rows per consumer warpgroup
   static constexpr uint32_t kEmptyArrivals = kShareTiles ? 256 : 128;
@@ -1411,7 +1413,7 @@ struct PagedScorer {
         (kShareTiles && (FI_SCORER_PINGPONG == 1 || (FI_SCORER_PINGPONG == 2 && kF16))) ||
         (!kShareTiles && Sink::kLockstep && kConsumerWgs == 2 &&
          (FI_SCORER_PINGPONG_ALTERNATE == 2 || (FI_SCORER_PINGPONG_ALTERNATE == 1 && !kAlternate256)));
-    const int t = threadIdx.x - 128;  // 0..255
+    const int t = threadIdx.x - 128;  // 0..(128 x kConsumerWgs - 1)
     const int lane = t & 31, warp = (t >> 5) & 3;
     const int m0 = warp * 16 + (lane >> 2), m1 = m0 + 8;
     const int x = lane & 3;
@@ -1450,11 +1452,12 @@ struct PagedScorer {
     // prefill 1.5-1.8% faster, V3.2 unchanged: docs/perf.md, session 25).
     const int num_tiles = kF16 && Sink::kLockstep ? ptx::warp_uniform(sm.num_tiles) : sm.num_tiles;
     const SampleOrder order = sm.order;
-    static_assert(!Sink::kLockstep || kConsumerWgs == 2, "lockstep sinks step both consumer warpgroups");
+    static_assert(!Sink::kLockstep || kConsumerWgs == 2 || !kShareTiles, "lockstep sinks step every consumer warpgroup");
     const int first = kShareTiles ? 0 : cw, step = kShareTiles ? 1 : kConsumerWgs;
-    // Lockstep: every consumer thread runs the same number of steps (with N <= 128 the
-    // second warpgroup skips a missing last tile of an odd count but still steps).
-    const int steps = Sink::kLockstep ? (kShareTiles ? num_tiles : (num_tiles + 1) / 2) : 0;
+    // Lockstep: every consumer thread runs the same number of steps (on alternate tiles a
+    // warpgroup skips a missing last tile of the count but still steps).
+    const int steps =
+        Sink::kLockstep ? (kShareTiles ? num_tiles : (num_tiles + kConsumerWgs - 1) / kConsumerWgs) : 0;
     // Ping-pong: warpgroup 0 takes the first turn; each hands the tensor cores over once its
     // MMAs are done (shared tiles: warpgroup 1 not after its last tile, for which no turn is
     // waited; alternate tiles: not after the last tile, the turns following the tile order).
