@@ -273,7 +273,9 @@ inline constexpr int32_t fused_step_puts(int32_t heads, int32_t rows_per_group, 
 // The fused lockstep kernel's consumer warpgroups: three on groups of N = 128 in the FP16
 // chain (fp8, default mode; V3.2 pairs of rows, GLM-5 groups of 4), each on every third
 // tile, as the dense kernel runs them (dense_logits.cu); else two. 512 threads: the producer
-// keeps 40 registers, the consumers 152 (ptxas still allocates 128 per instruction).
+// keeps 40 registers, the consumers 152 (ptxas still allocates 128 per instruction: the
+// kernels fit without spills). 8,192 x 65,536 (docs/perf.md, session 39): V3.2 19.21 ->
+// 17.66 ms, GLM-5 11.84 -> 11.07.
 inline constexpr int32_t fused_consumer_wgs(bool fp8_default_mode, int32_t heads, int32_t rows_per_group,
                                             bool three = true) {
   return three && fp8_default_mode && heads * rows_per_group == 128 ? 3 : 2;

@@ -33,9 +33,11 @@
 //   - several splits: the local top K to the workspace (SplitCandidates), merged by the
 //     merge kernel of topk_over_logits.cu (the one TopK's split rows use).
 // Warp roles: the scorer's (warpgroup 0 produces, 1-2 consume; on shared tiles in the FP16
-//   chain they take turns on the tensor cores, named barriers 4, 5); selection runs on the
-//   consumers (named barriers 2, 3 per warpgroup, or 1 for both), the finish and output
-//   writes on all 256 consumer threads (named barrier 1).
+//   chain they take turns on the tensor cores, named barriers 4, 5; groups of N = 128 in the
+//   FP16 chain run a third consumer warpgroup, 512 threads, each on every third tile, and
+//   the stream's votes meet all three on named barrier 6); selection runs on consumer
+//   warpgroups 1-2 (named barriers 2, 3 per warpgroup, or 1 for both), as do the finish and
+//   output writes (named barrier 1).
 // Shared memory: the scorer's (N = 256: fp8 131 KiB, mxfp4 139 KiB) + 8 KiB of radix
 //   histogram + R x cap x 8 B of candidates, cap = what fits under the opt-in limit
 //   (H200, H = 64, R = 4: fp8 2,746, mxfp4 2,458).
@@ -47,9 +49,9 @@
 //   lockstep kernel (docs/perf.md, session 32).
 // Decode rows take fused_staged.cu instead where its plan applies (a cluster per row segment;
 //   speculative rows while B x context <= 4M positions; the dispatch is in fused_topk()).
-// Measured (docs/perf.md, sessions 35-38): bit-identical to dense + TopK everywhere; prefill
-//   8,192 x 65,536 at 0.95x of dense + TopK (V4-Pro), 0.97x (V4-Flash), 0.86x at K = 2048
-//   (V3.2, pairs of rows), 0.82x at H = 32 (GLM-5, groups of 4).
+// Measured (docs/perf.md, sessions 35-39): bit-identical to dense + TopK everywhere; prefill
+//   8,192 x 65,536 at 0.95x of dense + TopK (V4-Pro), 0.97x (V4-Flash), 0.93x at K = 2048
+//   (V3.2, pairs of rows, three consumer warpgroups), 0.88x at H = 32 (GLM-5, groups of 4).
 #include "../../core/rank_key.h"
 #include "bitmap_order.cuh"
 #include "bitonic_sort.cuh"
@@ -98,6 +100,8 @@ constexpr int kOrderItems = Sort::kItems;
 // (cuda::fused_consumer_wgs). The stream's votes, guess and compactions then meet all 384
 // consumer threads on named barrier 6 (StreamSync); the selection itself (Select) and the
 // finish stay on warpgroups 1-2 (barrier 1), the third waiting at barrier 6 meanwhile.
+// Measured (docs/perf.md, session 39), 8,192 x 65,536: V3.2 19.21 -> 17.66 ms, GLM-5 11.84
+// -> 11.07; V3.2 decode B128 / B32 x 131,072 n2 level (graph-replayed).
 // Experiment knob: FI_FUSED_CONSUMER_WGS=2 keeps two everywhere.
 #ifndef FI_FUSED_CONSUMER_WGS
 #define FI_FUSED_CONSUMER_WGS 3
