@@ -143,14 +143,11 @@ TEST(Heuristics, DenseFp8DefaultModeScoresPairsOfRows) {
   EXPECT_EQ(plan_scorer(false, 8192, 1, 1, 64, 65536, 132, flashindexer::cuda::kScorerMinChunkDense, 0).rows_per_group, 4);
 }
 
-TEST(Heuristics, FusedFp8TakesPairsOfRowsOnlyAtTheLargestK) {
+TEST(Heuristics, FusedFp8TakesPairsOfRowsAtH64) {
   using flashindexer::cuda::fused_prefill_rows;
-  EXPECT_EQ(fused_prefill_rows(true, 64, 2048), 2);  // V3.2: N = 128 on alternate tiles, deferred votes
-  EXPECT_EQ(fused_prefill_rows(true, 64, 1025), 2);
-  EXPECT_EQ(fused_prefill_rows(true, 64, 1024), 0);  // shared tiles: level at 1,024, faster at 512
-  EXPECT_EQ(fused_prefill_rows(true, 64, 512), 0);
-  EXPECT_EQ(fused_prefill_rows(false, 64, 2048), 0);  // kReduced or mxfp4: the dense groups would follow
-  EXPECT_EQ(fused_prefill_rows(true, 32, 2048), 0);   // H = 32: the fit rule already halves the groups
+  EXPECT_EQ(fused_prefill_rows(true, 64), 2);   // V3.2: N = 128 on alternate tiles, three consumer warpgroups
+  EXPECT_EQ(fused_prefill_rows(false, 64), 0);  // kReduced or mxfp4: the dense groups would follow
+  EXPECT_EQ(fused_prefill_rows(true, 32), 0);   // H = 32: the fit rule halves the groups where K needs it
 }
 
 TEST(Heuristics, DecodeScorerSplitsFewRequestsAcrossTheGpu) {

@@ -15,7 +15,9 @@ Scores: i.i.d. normal, or ascending along the row (the plain order's worst case)
 --deferred models FI_FUSED_DEFERRED_VOTES (cuda::fused_vote_plan): three intervals of room,
 and a row past the limit at a vote compacts at the next one (no skew between warpgroups).
 
-  usage: tools/compaction_model.py [--k 1024] [--cap 2458] [--window 61440] [--rows 64] [--deferred]
+--wgs 3 models three consumer warpgroups (steps of three tiles).
+
+  usage: tools/compaction_model.py [--k 1024] [--cap 2458] [--window 61440] [--rows 64] [--deferred] [--wgs 3]
 """
 import argparse
 
@@ -62,26 +64,26 @@ def sample_order(num_tiles, max_sample):
     return first + [t for t in range(num_tiles) if t not in taken], max_sample
 
 
-def run_row(scores, k, cap, sampled, keep_exact, rng, deferred=False):
-    step_puts = 2 * TILE  # alternate tiles: a step is a pair, both warpgroups score every row
+def run_row(scores, k, cap, sampled, keep_exact, rng, deferred=False, tps=2):
+    step_puts = tps * TILE  # alternate tiles: a step is one tile per consumer warpgroup, all score every row
     room = 3 * step_puts if deferred else step_puts
     every = vote_interval(cap, k, room)
     limit = cap - every * room
     max_keep = k + (limit - k) // 4
     num_tiles = (len(scores) + TILE - 1) // TILE
     sample_steps = limit // step_puts // every * every if limit > k else 0
-    order, sample = sample_order(num_tiles, 2 * sample_steps if sampled else 0)
+    order, sample = sample_order(num_tiles, tps * sample_steps if sampled else 0)
     cand = np.empty(0)
     tau = -np.inf
     appends = compactions = 0
     guessed = False
     flagged = False  # deferred: a row past the limit at the last vote
-    for j in range((num_tiles + 1) // 2):
+    for j in range((num_tiles + tps - 1) // tps):
         if j % every == 0:
             over = len(cand) > limit
             act = flagged if deferred else over
             flagged = over
-            if sample and not guessed and 2 * j == sample:
+            if sample and not guessed and tps * j == sample:
                 m = guess_rank(k, len(cand), len(scores))
                 guessed = True
                 if m > 0:
@@ -92,7 +94,7 @@ def run_row(scores, k, cap, sampled, keep_exact, rng, deferred=False):
                 cand = np.sort(cand)[::-1][:keep]
                 tau = cand[-1]
                 compactions += 1
-        for t in order[2 * j:2 * j + 2]:
+        for t in order[tps * j:tps * j + tps]:
             v = scores[t * TILE:(t + 1) * TILE]
             new = v[v > tau]
             appends += len(new)
@@ -111,9 +113,11 @@ def main():
     ap.add_argument("--rows", type=int, default=64)
     ap.add_argument("--keep", choices=["uniform", "exact"], default="uniform")
     ap.add_argument("--deferred", action="store_true", help="FI_FUSED_DEFERRED_VOTES: act one vote late")
+    ap.add_argument("--wgs", type=int, default=2, help="consumer warpgroups: tiles per step (3: FI_FUSED_CONSUMER_WGS)")
     a = ap.parse_args()
     rng = np.random.default_rng(1)
-    print(f"K {a.k}, cap {a.cap}, window {a.window}, {a.rows} rows, keep {a.keep}{', deferred votes' if a.deferred else ''}")
+    print(f"K {a.k}, cap {a.cap}, window {a.window}, {a.rows} rows, keep {a.keep}{', deferred votes' if a.deferred else ''}"
+          f", {a.wgs} tiles per step")
     for dist in ("normal", "ascending"):
         for sampled in (False, True):
             res = []
@@ -121,7 +125,7 @@ def main():
                 s = rng.standard_normal(a.window)
                 if dist == "ascending":
                     s = np.sort(s)
-                res.append(run_row(s, a.k, a.cap, sampled, a.keep == "exact", rng, a.deferred))
+                res.append(run_row(s, a.k, a.cap, sampled, a.keep == "exact", rng, a.deferred, a.wgs))
             app = np.mean([r[0] for r in res])
             comp = np.mean([r[1] for r in res])
             fails = sum(not r[2] for r in res)

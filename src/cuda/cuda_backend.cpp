@@ -167,7 +167,7 @@ class CudaBackend final : public BackendImpl {
   }
   // Rows per ragged group (0: 256 / H). The fused operator takes groups of N = 128 where the
   // candidates of N = 256 do not fit beside the scorer (H = 32, K = 2048: 8 rows hold 1,372
-  // each, 4 rows 3,800), and where fused_prefill_rows prefers them (fp8, K = 2048). The dense
+  // each, 4 rows 3,800), and where fused_prefill_rows prefers them (fp8 at H = 64). The dense
   // operator takes the same groups, since mxfp4 scores depend on them (the integer path is a
   // CTA-wide choice), except fp8 in the default mode, whose scores do not (dense_prefill_rows:
   // N = 128, three consumer warpgroups).
@@ -185,7 +185,7 @@ class CudaBackend final : public BackendImpl {
              sm90::fused_topk_min_capacity(p.cache.format, p.accuracy, h, rows, p.k);
     };
     if (FI_FUSED_PREFILL_ROWS > 0 && fits(FI_FUSED_PREFILL_ROWS)) return FI_FUSED_PREFILL_ROWS;  // the knob
-    if (const int32_t rows = fused_prefill_rows(fp8_default, h, p.k); rows > 0 && fits(rows)) return rows;
+    if (const int32_t rows = fused_prefill_rows(fp8_default, h); rows > 0 && fits(rows)) return rows;
     const int32_t full = 256 / h;
     return !fits(full) && fits(full / 2) ? full / 2 : 0;
   }

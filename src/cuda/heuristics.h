@@ -237,16 +237,16 @@ inline int32_t dense_prefill_rows(bool fp8_default_mode, int32_t heads) {
 }
 
 // The fused operator's preferred rows per ragged group where they fit (0: 256 / H, or half
-// that where its candidates do not fit; cuda_backend.cpp). fp8 in the default mode at H = 64
-// and K > 1,024: 2 rows (N = 128, both consumer warpgroups on alternate tiles, deferred votes)
-// instead of 4 on shared tiles. V3.2 prefill 8,192 rows: 20.22 -> 19.25 ms at 65,536, 38.70 ->
-// 37.13 at 131,072; at 65,536, K = 1,024 level (18.68, 18.66) and K = 512 slower (18.15 ->
-// 18.70: shared tiles' per-warpgroup buffers hold K = 512 with room to spare); docs/perf.md,
-// session 38. Before deferred votes N = 128 measured slower (21.45 against 20.5, session 36).
+// that where its candidates do not fit; cuda_backend.cpp). fp8 in the default mode at H = 64:
+// 2 rows (N = 128, three consumer warpgroups on alternate tiles, deferred votes) instead of 4
+// on shared tiles, at every K. V3.2 prefill 8,192 x 65,536 (docs/perf.md, sessions 38-39):
+// K = 2,048 20.22 -> 17.66 ms; K = 1,024 18.77 -> 17.56, K = 512 18.43 -> 17.45 (with two
+// consumer warpgroups pairs paid only at K = 2,048). Before deferred votes N = 128 measured
+// slower (21.45 against 20.5, session 36).
 // Not for kReduced: its fp8 dense scores come from the same groups, and the dense operator
 // runs N = 128 8% slower there (10.1 -> 11.0 ms), for a fused 16.1 -> 15.3.
-inline int32_t fused_prefill_rows(bool fp8_default_mode, int32_t heads, int32_t k) {
-  return fp8_default_mode && heads == 64 && k > 1024 ? 2 : 0;
+inline int32_t fused_prefill_rows(bool fp8_default_mode, int32_t heads) {
+  return fp8_default_mode && heads == 64 ? 2 : 0;
 }
 
 // Groups of N = H x R = 256 query columns on alternate tiles (paged_scorer.cuh's kAlternate256):
