@@ -321,10 +321,13 @@ inline bool fused_takes_selector(bool mxfp4_default_mode, int32_t heads, int32_t
          int64_t(cap) - kFusedSelectorTilePuts - k >= kFusedSelectorFreeKeys;
 }
 
-// Steps between compaction votes: the largest power of two <= max_every that keeps at least
-// as much room free as it reserves (cap >= K + 2 x every x step), else the largest that fits
-// (cap >= K + every x step), 1 at least (fused_min_capacity guarantees 1 fits). A row
+// Steps between compaction votes: the largest power of two in [2, max_every] that keeps at
+// least as much room free as it reserves (cap >= K + 2 x every x step), else the largest that
+// fits (cap >= K + every x step), 1 at least (fused_min_capacity guarantees 1 fits). A row
 // compacts once its count passes the vote limit cap - every x step (fused_vote_limit).
+// The first search does not take 1: a vote every step (more room, fewer compactions)
+// measured 4.7% slower at GLM-5 and V4-Pro prefill, whose plans it would change (docs/perf.md,
+// session 39: the votes cost more than the compactions they save).
 inline int32_t fused_vote_interval(int32_t cap, int32_t k, int32_t step_puts, int32_t max_every = 8) {
   auto fits = [&](int32_t every, int64_t reserve) { return int64_t(k) + reserve * every * step_puts <= cap; };
   int32_t every = max_every;
