@@ -95,7 +95,7 @@ using WgSync = WarpgroupSync<2, 1>;
 using WgSelect = RadixSelect<128, WgSync, 1024>;
 using Sort = BitonicSort<kConsumers, ConsumerSync>;
 using Order = BitmapOrder<Select>;
-constexpr int kOrderItems = Sort::kItems;
+constexpr int kOrderItems = Sort::kItems;  // a row's final keys (<= Sort::kMaxKeys) per consumer thread
 // Groups of N = 128 in the FP16 chain run three consumer warpgroups on every third tile
 // (cuda::fused_consumer_wgs). The stream's votes, guess and compactions then meet all 384
 // consumer threads on named barrier 6 (StreamSync); the selection itself (Select) and the
@@ -111,7 +111,7 @@ using StreamSync = std::conditional_t<kWgs == 2, ConsumerSync, NamedSync<6, 128 
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 constexpr int fused_consumer_wgs() {
   return cuda::fused_consumer_wgs(fp16_chain(kFormat, kAccuracy), kHeads, kRows, FI_FUSED_CONSUMER_WGS == 3);
-}  // a row's final keys (<= Sort::kMaxKeys) per consumer thread
+}
 // The longest window the finish orders by a bitmap in the key ring: one bit and one 32-bit
 // prefix per 32 positions each take half of it (4 x its bytes: 262,144 positions in 64 KiB).
 template <class Smem>

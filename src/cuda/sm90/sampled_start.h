@@ -66,9 +66,9 @@ FI_HD int32_t guess_rank(int32_t k, int64_t n, int64_t window) {
   return m < k && int64_t(m) * 2 <= n ? m : 0;
 }
 
-// Whether a fused scorer group of n columns (two consumer warpgroups, one split) may start
-// with a sample: shared tiles (N = 256) in steps of one tile; alternate tiles (N = 256 where
-// the buffers hold 2 K keys, and every N < 256) in steps of two, where `pairs`
+// Whether a fused scorer group of n columns (one split) may start with a sample: shared
+// tiles (N = 256) in steps of one tile; alternate tiles (N = 256 where the buffers hold 2 K
+// keys, and every N < 256) in steps of one tile per consumer warpgroup, where `pairs`
 // (FI_FUSED_SAMPLED_PAIRS) lets them. The host (fused_topk: the repair flags, max_sample) and
 // the kernel's tile order (PagedScorer::kSampledOrder) both ask it.
 FI_HD constexpr bool group_samples(int n, bool alternate256, bool pairs) {
