@@ -95,14 +95,14 @@ __global__ void __launch_bounds__(128 * (1 + dense_consumer_wgs<kFormat, kHeads,
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     if constexpr (kWgs == 3) {
-      ptx::regs_dealloc<40>();
+      ptx::regs_dealloc<kProducerRegs3>();
     } else if constexpr (Core::kSplitRegs) {
       ptx::regs_dealloc<kProducerRegs>();
     }
     Core::template produce<2>(a, sm);  // mxfp4 N = 256: two tiles per step (the producer bounds this kernel)
   } else {
     if constexpr (kWgs == 3) {
-      ptx::regs_alloc<152>();  // 128 x 40 + 384 x 152 <= 512 x 128, the launch's registers
+      ptx::regs_alloc<kConsumerRegs3>();
     } else if constexpr (Core::kSplitRegs) {
       ptx::regs_alloc<kConsumerRegs>();
     }

@@ -365,13 +365,9 @@ struct SelectSink {
         const uint32_t over = rows_over_limit<kRows>(0);
         if constexpr (kWgs == 2) {
           ConsumerSync::sync();  // every thread has read the counts
-          for (int r = 0; r < kRows; ++r)
-            if ((over >> r) & 1) compact<Select>(st.select.all, r, t, keep_at_most(limit));
+          compact_rows(over, t);
         } else {
-          selecting(t, [&] {  // every thread has read the counts
-            for (int r = 0; r < kRows; ++r)
-              if ((over >> r) & 1) compact<Select>(st.select.all, r, t, keep_at_most(limit));
-          });
+          selecting(t, [&] { compact_rows(over, t); });  // every thread has read the counts
         }
       }
     }
@@ -395,6 +391,12 @@ struct SelectSink {
     return *reinterpret_cast<volatile uint32_t*>(&st.vote_tag[p & 3]) == v;
   }
 #endif
+
+  // The rows of bit mask `over`, each back below the limit (Select: warpgroups 1-2).
+  __device__ void compact_rows(uint32_t over, int t) {
+    for (int r = 0; r < kRows; ++r)
+      if ((over >> r) & 1) compact<Select>(st.select.all, r, t, keep_at_most(limit));
+  }
 
   // Bit r: row r0 + r holds more than limit keys.
   template <int kN>
@@ -818,14 +820,14 @@ __global__ void __launch_bounds__(128 * (1 + fused_consumer_wgs<kFormat, kHeads,
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     if constexpr (kWgs == 3) {
-      ptx::regs_dealloc<40>();
+      ptx::regs_dealloc<kProducerRegs3>();
     } else if constexpr (Core::kSplitRegs) {
       ptx::regs_dealloc<kProducerRegs>();
     }
     Core::produce(a, sm);
   } else {
     if constexpr (kWgs == 3) {
-      ptx::regs_alloc<152>();  // 128 x 40 + 384 x 152 <= 512 x 128, the launch's registers
+      ptx::regs_alloc<kConsumerRegs3>();
     } else if constexpr (Core::kSplitRegs) {
       ptx::regs_alloc<kConsumerRegs>();
     }

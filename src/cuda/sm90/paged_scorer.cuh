@@ -306,6 +306,11 @@ inline constexpr int kConsumerRegs = FI_SCORER_CONSUMER_REGS;
 inline constexpr int kProducerRegs = ((kScorerThreads * kLaunchRegs - 256 * kConsumerRegs) / 128) & ~7;
 static_assert(kProducerRegs >= 24 && 128 * kProducerRegs + 256 * kConsumerRegs <= kScorerThreads * kLaunchRegs,
               "register split beyond the launch allocation");
+// The split with three consumer warpgroups (512 threads, 128 registers each at launch):
+// dense_logits.cu and fused_topk.cu.
+inline constexpr int kProducerRegs3 = 40;
+inline constexpr int kConsumerRegs3 = 152;
+static_assert(128 * kProducerRegs3 + 384 * kConsumerRegs3 <= 512 * 128, "register split beyond the launch allocation");
 
 // The scorer's shared memory at the first 1024-byte boundary of the dynamic base. Pointer
 // arithmetic on the __shared__ array (no round trip through an integer) lets the compiler
