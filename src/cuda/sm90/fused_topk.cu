@@ -851,17 +851,19 @@ __global__ void __launch_bounds__(128 * (1 + fused_consumer_wgs<kFormat, kHeads,
 template <CacheFormat kFormat, int kHeads, int kRows>
 using LayoutOf = FusedLayout<ScorerSmem<kHeads * kRows, kFormat == CacheFormat::kMxfp4>, kRows>;
 
+// One accuracy mode's kernel, with its thread count (fused_consumer_wgs).
+template <CacheFormat kFormat, int kHeads, int kRows, bool kAlternate, ScoreAccuracy kAccuracy>
+cudaError_t launch_mode(const ScorerArgs& a, const FusedParams& f, size_t smem, cudaStream_t stream) {
+  constexpr int kThreads = 128 * (1 + fused_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>());
+  return launch_scorer_kernel<kThreads>(fused_topk_kernel<kFormat, kHeads, kRows, kAccuracy, kAlternate>, smem,
+                                        stream, a, f);
+}
 template <CacheFormat kFormat, int kHeads, int kRows, bool kAlternate>
 cudaError_t launch(const ScorerArgs& a, const FusedParams& f, cudaStream_t stream) {
   const size_t smem = LayoutOf<kFormat, kHeads, kRows>::bytes(f.cap);
-  if (a.accuracy == ScoreAccuracy::kReduced) {
-    constexpr int kThreads = 128 * (1 + fused_consumer_wgs<kFormat, kHeads, kRows, ScoreAccuracy::kReduced>());
-    return launch_scorer_kernel<kThreads>(fused_topk_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kReduced, kAlternate>,
-                                          smem, stream, a, f);
-  }
-  constexpr int kThreads = 128 * (1 + fused_consumer_wgs<kFormat, kHeads, kRows, ScoreAccuracy::kFp32>());
-  return launch_scorer_kernel<kThreads>(fused_topk_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kFp32, kAlternate>,
-                                        smem, stream, a, f);
+  return a.accuracy == ScoreAccuracy::kReduced
+             ? launch_mode<kFormat, kHeads, kRows, kAlternate, ScoreAccuracy::kReduced>(a, f, smem, stream)
+             : launch_mode<kFormat, kHeads, kRows, kAlternate, ScoreAccuracy::kFp32>(a, f, smem, stream);
 }
 template <CacheFormat kFormat, int kHeads, int kRows>
 using SelectorLayoutOf =
