@@ -1054,15 +1054,15 @@ struct PagedScorer {
   // so the queries are stored in that k order (load_queries).
   // ks0, ks1: the key scales 2^(e_max - 127) of the thread's positions m0, m0 + 8. Both
   // accuracy modes (a single FP8 chain would need the shifted values; kReduced gains nothing).
-  // 2^(e_b - e_max + 14) for block b of a token's scale word (0 below 2^-126). kOffset: from
-  // the token's offset c = 141 - e_max, max(e_b + c, 0) being one VIADDMNMX (groups of N <= 64:
-  // V4 decode B64 2% faster); else c = e_max, one IADD3 and a VIMNMX (N = 128, where the
-  // offsets live across the three WGMMA waits: the dense scorer 6% slower with them; docs/perf.md,
-  // session 41). The same bits either way.
+  // 2^(e_b - e_max + 14) for block b of a token's scale word (0 below 2^-126), the same bits
+  // either way: kOffset, from the token's offset t = 141 - e_max (max(e_b + t, 0) is one
+  // VIADDMNMX: V4 decode B64 2% faster, groups of N <= 64); else t = e_max (an IADD3 and a
+  // VIMNMX: groups of N = 128, whose dense scorer measured 4-6% slower with the offsets;
+  // docs/perf.md, session 41).
   template <bool kOffset>
-  __device__ static float block_factor(uint32_t s4, int c, int b) {
+  __device__ static float block_factor(uint32_t s4, int t, int b) {
     const int e = int(block_exponent(s4, b));
-    return __int_as_float(max(kOffset ? e + c : e - c + 127 + 14, 0) << 23);
+    return __int_as_float(max(kOffset ? e + t : e - t + 127 + 14, 0) << 23);
   }
   __device__ static void mma_tile_reg(float (&acc)[kNw / 2], const uint8_t* raw, const uint32_t* words, int m0,
                                       uint64_t desc_q, uint64_t* empty, float& ks0, float& ks1) {
