@@ -65,6 +65,9 @@
 //   dense_logits.cu); so do the fused decode clusters' groups of N <= 64 of
 //   both formats and their fp8 pairs of rows, N <= 128 (fused_staged.cu), and the fused
 //   lockstep kernel's groups of N = 128 in the FP16 chain (fused_topk.cu).
+//   The dense operator's register-key groups of N <= 64 take each warpgroup's tiles in pairs,
+//   one tile's head sums and puts under the next tile's first MMA group
+//   (consume_tiles_reg_pairs, FI_SCORER_REG_PAIRS).
 //   When a consumer holds 128 columns or converts keys the producer gives it registers
 //   (setmaxnreg 88 / 208; with three consumers 40 / 152); its weights live in registers.
 // Sinks: put(r, row, position, score) for every in-window score (r: the row's index in
@@ -172,6 +175,18 @@ inline constexpr int kScorerStages = 8;  // key tiles in the ring (16 raw tiles 
 #define FI_SCORER_REG_KEYS 1
 #endif
 
+// Register-key groups of N <= 64 with three consumer warpgroups: the warpgroup's tiles in
+// pairs, the second tile's first MMA group in flight under the first tile's head sums
+// (consume_tiles_reg_pairs; same scores). Measured (docs/perf.md, session 42): the dense
+// scorer 2-3% faster, the fused decode clusters 0.4-1.2% slower. 0: nowhere; 1 (default):
+// sinks that ask for it (kRegKeyPairs: the dense operator's); 2: every sink that neither
+// steps nor tracks tiles.
+#ifndef FI_SCORER_REG_PAIRS
+#define FI_SCORER_REG_PAIRS 1
+#endif
+template <class Sink>
+concept AsksRegKeyPairs = requires { requires Sink::kRegKeyPairs; };
+
 // mxfp4 groups of N = 256 take the integer path (s8 WGMMA) unless FI_SCORER_S8=0 (experiment
 // knob: the E5M2 path everywhere).
 #ifndef FI_SCORER_S8
@@ -255,7 +270,8 @@ inline constexpr int kLaunchRegs = 168;
 #define FI_SCORER_SPLIT_REGS 1
 #endif
 // Timing-only experiment knobs (wrong scores; docs/perf.md, "What bounds the consumer"):
-// FI_SCORER_MMA=0 skips the tile's MMAs (the epilogue runs on zeros), FI_SCORER_EPILOGUE=0
+// FI_SCORER_MMA=0 skips the tile's MMAs (the epilogue runs on zeros; register keys: on the
+// raw words, with no conversion or partial adds either), FI_SCORER_EPILOGUE=0
 // skips the head sums (each score is one accumulator), FI_SCORER_CONSUMER_FENCE=0 skips the
 // fp8 consumers' proxy fence (a race in principle). Default 1: the real kernel.
 #ifndef FI_SCORER_MMA
@@ -1076,6 +1092,12 @@ struct PagedScorer {
     ks0 = ue8m0_value(uint32_t(emax0));
     ks1 = ue8m0_value(uint32_t(emax1));
     ptx::mbar_arrive(empty);  // the tile's bytes are in registers: the stage is free
+    if constexpr (FI_SCORER_MMA == 0) {  // timing only: no conversion, MMAs or partial adds
+#pragma unroll
+      for (int e = 0; e < kNw / 2; ++e) acc[e] = __uint_as_float(0x3F800000u | ((w[e % 8] ^ (e & 8 ? s1 : s0)) >> 9));
+      ks0 = ks1 = 1.0f;
+      return;
+    }
     uint32_t a[4][4];
     auto convert = [&](int b) {
       e2m1x8_to_e5m2_lsb(w[2 * b], a[b][0], a[b][2]);
@@ -1090,47 +1112,47 @@ struct PagedScorer {
       rel1[b] = block_factor<kOffset>(s1, c1, b);
     };
     auto rel = [&](int b, int e) { return (e / 2) % 2 ? rel1[b] : rel0[b]; };
-    if constexpr (kNw <= 64) {
+    if constexpr (kNw <= 64 && kConsumerWgs == 3) {
+      // Three consumer warpgroups (152 registers): two partial sets, the second group issued
+      // after the first one's adds (reg_close).
+      const RegTile k{{w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]}, s0, s1, c0, c1, 0.0f, 0};
+      float p0[kNw / 2], p1[kNw / 2];
+      uint32_t a0[4], a1[4];
+      reg_convert(k, 0, a0);
+      reg_convert(k, 1, a1);
+      reg_issue(a0, a1, p0, p1, desc_q, 0);
+      reg_close(k, p0, p1, acc, desc_q);
+    } else if constexpr (kNw <= 64) {
       // Four partials in two commit groups (blocks 0, 1, then 2, 3), in four partial sets:
       // converting blocks 2, 3 and adding partials 0, 1 overlap the second group's MMAs
       // (measured 1-3% faster than one group and one wait at v4-pro decode B64, docs/perf.md).
-      // Three consumer warpgroups (152 registers) keep two sets and issue the second group
-      // after the first one's adds. The same adds in the same order either way.
-      constexpr int kSets = kConsumerWgs == 3 ? 2 : 4;
-      float p[kSets][kNw / 2];
+      float p[4][kNw / 2];
       auto issue = [&](int b0, float(&x)[kNw / 2], float(&y)[kNw / 2]) {
         ptx::wgmma_fence();
         WgmmaE5m2Rs<kNw>::mma(x, a[b0], desc_q + 2 * b0, 0);
         WgmmaE5m2Rs<kNw>::mma(y, a[b0 + 1], desc_q + 2 * b0 + 2, 0);
         ptx::wgmma_commit();
       };
-      float(&x1)[kNw / 2] = p[kSets - 2];
-      float(&y1)[kNw / 2] = p[kSets - 1];
       convert(0);
       convert(1);
 #pragma unroll
-      for (int b = 0; b < kSets; ++b) ptx::fence_registers(p[b]);
+      for (int b = 0; b < 4; ++b) ptx::fence_registers(p[b]);
       issue(0, p[0], p[1]);
       convert(2);
       convert(3);
-      if constexpr (kSets == 4) issue(2, x1, y1);
+      issue(2, p[2], p[3]);
 #pragma unroll
       for (int b = 0; b < 4; ++b) factors(b);
-      ptx::wgmma_wait<kSets == 4 ? 1 : 0>();
+      ptx::wgmma_wait<1>();
       ptx::fence_registers(p[0]);
       ptx::fence_registers(p[1]);
 #pragma unroll
       for (int e = 0; e < kNw / 2; ++e) acc[e] = fmaf(p[1][e], rel(1, e), p[0][e] * rel(0, e));
-      if constexpr (kSets == 2) {
-        ptx::fence_registers(p[0]);
-        ptx::fence_registers(p[1]);
-        issue(2, x1, y1);
-      }
       ptx::wgmma_wait<0>();
-      ptx::fence_registers(x1);
-      ptx::fence_registers(y1);
+      ptx::fence_registers(p[2]);
+      ptx::fence_registers(p[3]);
 #pragma unroll
-      for (int e = 0; e < kNw / 2; ++e) acc[e] = fmaf(y1[e], rel(3, e), fmaf(x1[e], rel(2, e), acc[e]));
+      for (int e = 0; e < kNw / 2; ++e) acc[e] = fmaf(p[3][e], rel(3, e), fmaf(p[2][e], rel(2, e), acc[e]));
     } else {  // kNw = 128: block 0 into acc, then one partial at a time (three waits)
       float p[kNw / 2];
       convert(0);
@@ -1164,6 +1186,132 @@ struct PagedScorer {
     }
   }
 
+  // consume_tiles_reg_pairs: a register-key tile in two halves around its first MMA group.
+  // RegTile: the tile's raw E2M1 words and scale words in registers (its stage already freed).
+  struct RegTile {
+    uint32_t w[8];  // as in mma_tile_reg
+    uint32_t s0, s1;
+    int c0, c1;     // the factors' offsets 141 - e_max (block_factor<true>)
+    float ks;       // this lane's key scale after the reduce-scatter
+    int tile;
+  };
+  __device__ static RegTile reg_open(Smem& sm, int i, int m0, int x, const SampleOrder& order) {
+    const int stage = ptx::warp_uniform(i % kStages);
+    ptx::mbar_wait(&sm.full[stage], (i / kStages) & 1);
+    const int lane = threadIdx.x & 31, q = lane >> 3;
+    const int row = (m0 & ~15) + (lane & 7) + 8 * (q & 1);
+    const uint8_t* raw = sm.k[stage];
+    RegTile k;
+    ptx::ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(&k.w[0]), raw + raw_offset(row, q >> 1));
+    ptx::ldmatrix_x4(*reinterpret_cast<uint32_t(*)[4]>(&k.w[4]), raw + raw_offset(row, 2 + (q >> 1)));
+    const uint32_t* words = reinterpret_cast<const uint32_t*>(sm.kscale[stage]);
+    k.s0 = words[m0];
+    k.s1 = words[m0 + 8];
+    const int emax0 = int(max_block_exponent(k.s0)), emax1 = int(max_block_exponent(k.s1));
+    k.ks = ue8m0_value(uint32_t((x & 1) ? emax1 : emax0));
+    k.c0 = 127 + 14 - emax0;
+    k.c1 = 127 + 14 - emax1;
+    k.tile = tile_at(order, i);
+    ptx::mbar_arrive(&sm.empty[stage]);
+    return k;
+  }
+  __device__ static void reg_convert(const RegTile& k, int b, uint32_t (&a)[4]) {
+    e2m1x8_to_e5m2_lsb(k.w[2 * b], a[0], a[2]);
+    e2m1x8_to_e5m2_lsb(k.w[2 * b + 1], a[1], a[3]);
+  }
+  // Blocks b0, b0 + 1's MMAs from zero into p0, p1 (one commit group).
+  __device__ static void reg_issue(const uint32_t (&a0)[4], const uint32_t (&a1)[4], float (&p0)[kNw / 2],
+                                   float (&p1)[kNw / 2], uint64_t desc_q, int b0) {
+    ptx::fence_registers(p0);
+    ptx::fence_registers(p1);
+    ptx::wgmma_fence();
+    WgmmaE5m2Rs<kNw>::mma(p0, a0, desc_q + 2 * b0, 0);
+    WgmmaE5m2Rs<kNw>::mma(p1, a1, desc_q + 2 * b0 + 2, 0);
+    ptx::wgmma_commit();
+  }
+  // The rest of the tile after its first group's issue, as mma_tile_reg (three consumers):
+  // blocks 2, 3 converted, the factors, the adds of partials 0, 1, blocks 2, 3's group, their adds.
+  __device__ static void reg_close(const RegTile& k, float (&p0)[kNw / 2], float (&p1)[kNw / 2],
+                                   float (&acc)[kNw / 2], uint64_t desc_q) {
+    uint32_t a2[4], a3[4];
+    reg_convert(k, 2, a2);
+    reg_convert(k, 3, a3);
+    float rel0[4], rel1[4];
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      rel0[b] = block_factor<true>(k.s0, k.c0, b);
+      rel1[b] = block_factor<true>(k.s1, k.c1, b);
+    }
+    auto rel = [&](int b, int e) { return (e / 2) % 2 ? rel1[b] : rel0[b]; };
+    ptx::wgmma_wait<0>();
+    ptx::fence_registers(p0);
+    ptx::fence_registers(p1);
+#pragma unroll
+    for (int e = 0; e < kNw / 2; ++e) acc[e] = fmaf(p1[e], rel(1, e), p0[e] * rel(0, e));
+    reg_issue(a2, a3, p0, p1, desc_q, 2);
+    ptx::wgmma_wait<0>();
+    ptx::fence_registers(p0);
+    ptx::fence_registers(p1);
+#pragma unroll
+    for (int e = 0; e < kNw / 2; ++e) acc[e] = fmaf(p1[e], rel(3, e), fmaf(p0[e], rel(2, e), acc[e]));
+  }
+
+  // Register keys, N <= 64, three consumer warpgroups (FI_SCORER_REG_PAIRS): the warpgroup's
+  // tiles i, i2 = i + 3 per iteration, nothing in flight at the back edge (ptxas C7514):
+  //   open i, G1(i) | close i | open i2, G1(i2) | put i | close i2 | put i2
+  // so tile i's head sums, reduce and puts run under tile i2's first MMA group. Same scores
+  // as consume_tiles (the same adds in the same order).
+  template <class Sink>
+  __device__ __forceinline__ static void consume_tiles_reg_pairs(Smem& sm, int cw_in, Sink& sink) {
+    const int cw = ptx::warp_uniform(cw_in);
+    const int t = threadIdx.x - 128;
+    const int lane = t & 31, warp = (t >> 5) & 3;
+    const int m0 = warp * 16 + (lane >> 2);
+    const int x = lane & 3;
+    const int m = (x & 1) ? m0 + 8 : m0;
+    const uint64_t desc_q = ptx::smem_desc_sw128(sm.q);
+    LaneRows rows(sm, 0, x);
+    const Weights wr(sm, 0);
+    PassCursor pass(sm);
+    const int num_tiles = sm.num_tiles;
+    const SampleOrder order = sm.order;
+    auto finish = [&](const float(&acc)[kNw / 2], const RegTile& k) {
+      float s[kRowsW][2];
+#pragma unroll
+      for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = 0.0f;
+      add_head_sums<false>(acc, wr, false, false, s);
+      pass.seek(sm, k.tile);
+      float out[kOut];
+      quad_reduce_scatter(s, x, out);
+      rows.put(sink, pass.tile_first(k.tile) + m, pass.mask, out, k.ks);
+    };
+    float acc[kNw / 2], p0[kNw / 2], p1[kNw / 2];
+    for (int i = cw; i < num_tiles; i += 2 * kConsumerWgs) {
+      const int i2 = i + kConsumerWgs;
+      const RegTile k1 = reg_open(sm, i, m0, x, order);
+      {
+        uint32_t a0[4], a1[4];
+        reg_convert(k1, 0, a0);
+        reg_convert(k1, 1, a1);
+        reg_issue(a0, a1, p0, p1, desc_q, 0);
+        reg_close(k1, p0, p1, acc, desc_q);
+      }
+      if (i2 >= num_tiles) {
+        finish(acc, k1);
+        break;
+      }
+      const RegTile k2 = reg_open(sm, i2, m0, x, order);
+      uint32_t a0[4], a1[4];
+      reg_convert(k2, 0, a0);
+      reg_convert(k2, 1, a1);
+      reg_issue(a0, a1, p0, p1, desc_q, 0);
+      finish(acc, k1);
+      reg_close(k2, p0, p1, acc, desc_q);
+      finish(acc, k2);
+    }
+    rows.flag_nan(sm);
+  }
+
   // The pass of the tile being consumed, kept in registers (passes change rarely: only
   // in a group that spans requests); seek() advances it as the tile index grows.
   struct PassCursor {
@@ -1188,6 +1336,44 @@ struct PagedScorer {
   // lanes x >= 2 hold a copy that they do not put).
   static constexpr int kOut = kRowsW >= 2 ? kRowsW / 2 : 1;
   __device__ static int out_row(int w, int x) { return kRowsW >= 2 ? 2 * w + (x >> 1) : 0; }
+
+  // This lane's rows after the quad's reduce-scatter (out_row): group index, global row and
+  // window (empty for a lane that puts nothing), NaN flags; the puts of one tile's sums.
+  struct LaneRows {
+    int r_of[kOut];
+    int64_t row_of[kOut];
+    int32_t start[kOut], end[kOut];
+    bool nan[kOut];
+    __device__ LaneRows(const Smem& sm, int row0, int x) {
+#pragma unroll
+      for (int w = 0; w < kOut; ++w) {
+        r_of[w] = row0 + out_row(w, x);
+        const GroupRow& gr = sm.rows[r_of[w]];
+        const bool owner = kRowsW >= 2 || x < 2;
+        row_of[w] = gr.row;
+        start[w] = owner ? gr.start : 0;
+        end[w] = owner ? gr.end : 0;
+        nan[w] = false;
+      }
+    }
+    // Position pos of the pass whose row mask is `mask`: out[w] * ks to every row in window.
+    template <class Sink>
+    __device__ void put(Sink& sink, int64_t pos, uint32_t mask, const float (&out)[kOut], float ks) {
+#pragma unroll
+      for (int w = 0; w < kOut; ++w) {
+        if (((mask >> r_of[w]) & 1) && pos >= start[w] && pos < end[w]) {
+          const float v = out[w] * ks;
+          nan[w] |= isnan(v);
+          sink.put(r_of[w], row_of[w], pos, v);
+        }
+      }
+    }
+    __device__ void flag_nan(Smem& sm) const {
+#pragma unroll
+      for (int w = 0; w < kOut; ++w)
+        if (nan[w]) sm.rows[r_of[w]].nan = 1;
+    }
+  };
 
   // Sums the head sums s[rw][j] of the quad's four lanes, scattering the results: each
   // sum is (a + b) + (c + d) of the lanes' partials (xor 1, then xor 2), the same bits on
@@ -1226,6 +1412,12 @@ struct PagedScorer {
   // other's accumulators.
   template <class Sink>
   __device__ __forceinline__ static void consume(Smem& sm, int cw, Sink& sink) {
+    if constexpr ((FI_SCORER_REG_PAIRS == 2 || (FI_SCORER_REG_PAIRS == 1 && AsksRegKeyPairs<Sink>)) &&
+                  FI_SCORER_MMA != 0 && kRegKeys && kNw <= 64 && kConsumerWgs == 3 && !Sink::kLockstep &&
+                  !TileHooks<Sink>) {
+      consume_tiles_reg_pairs(sm, cw, sink);
+      return;
+    }
     if constexpr (kS8) {
       if (sm.q_s8) {
         if constexpr (kAlternate256 && (FI_SCORER_S8_HALVES == 2 || (FI_SCORER_S8_HALVES == 1 && !Sink::kLockstep))) {
