@@ -270,10 +270,11 @@ inline constexpr int kLaunchRegs = 168;
 #define FI_SCORER_SPLIT_REGS 1
 #endif
 // Timing-only experiment knobs (wrong scores; docs/perf.md, "What bounds the consumer"):
-// FI_SCORER_MMA=0 skips the tile's MMAs (the epilogue runs on zeros; register keys: on the
-// raw words, with no conversion or partial adds either), FI_SCORER_EPILOGUE=0
-// skips the head sums (each score is one accumulator), FI_SCORER_CONSUMER_FENCE=0 skips the
-// fp8 consumers' proxy fence (a race in principle). Default 1: the real kernel.
+// FI_SCORER_MMA=0 skips the tile's MMAs (the epilogue runs on zeros; register keys: on values
+// from the raw words, with no conversion or partial adds either), FI_SCORER_EPILOGUE=0
+// skips the head sums' relus and weights (each score is the plain sum of its accumulators),
+// FI_SCORER_CONSUMER_FENCE=0 skips the fp8 consumers' proxy fence (a race in principle).
+// Default 1: the real kernel.
 #ifndef FI_SCORER_MMA
 #define FI_SCORER_MMA 1
 #endif
@@ -1413,7 +1414,8 @@ struct PagedScorer {
   template <class Sink>
   __device__ __forceinline__ static void consume(Smem& sm, int cw, Sink& sink) {
     if constexpr ((FI_SCORER_REG_PAIRS == 2 || (FI_SCORER_REG_PAIRS == 1 && AsksRegKeyPairs<Sink>)) &&
-                  FI_SCORER_MMA != 0 && kRegKeys && kNw <= 64 && kConsumerWgs == 3 && !Sink::kLockstep &&
+                  FI_SCORER_MMA != 0 && FI_SCORER_EPILOGUE != 0 && kRegKeys && kNw <= 64 && kConsumerWgs == 3 &&
+                  !Sink::kLockstep &&
                   !TileHooks<Sink>) {
       consume_tiles_reg_pairs(sm, cw, sink);
       return;
@@ -1738,9 +1740,13 @@ struct PagedScorer {
         release();
       }
       if (!summed) {
-        if constexpr (FI_SCORER_EPILOGUE == 0) {
+        if constexpr (FI_SCORER_EPILOGUE == 0) {  // plain adds: every accumulator stays live
 #pragma unroll
-          for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = acc[r];
+          for (int e = 0; e < kNw / 8; ++e) {
+            const int r = (e * 8) / kHeads;
+            s[r][0] += acc[4 * e] + acc[4 * e + 1];
+            s[r][1] += acc[4 * e + 2] + acc[4 * e + 3];
+          }
         } else if (neg) {
           add_head_sums<true>(acc, wr, ks0 < 0.0f, ks1 < 0.0f, s);
         } else {
