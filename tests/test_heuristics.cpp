@@ -424,7 +424,8 @@ TEST(Heuristics, FusedDecodeClustersCoverTheRowInBoundedChunks) {
   EXPECT_EQ(plan.chunk, 32768);
   // One request: segments of clusters of 8 in one wave, as many as the merge takes cheaply.
   // By rank (the ordered merge; the fastest plans of the H200's sweeps at 65,536: K = 2048 5,
-  // K = 1024 10, K = 512 11-13); by position (the cluster merge: 12-13 at every K, session 19).
+  // K = 1024 10, K = 512 11-13); by position (the cluster merge: 8 x 13 the fastest at every K
+  // in sessions 19 and 43).
   for (const int32_t k : {512, 1024, 2048}) {
     plan = plan_fused_staged(1, 65536, k, 132, h200, 1, false);
     EXPECT_EQ(plan.cluster, 8) << k;
@@ -434,6 +435,20 @@ TEST(Heuristics, FusedDecodeClustersCoverTheRowInBoundedChunks) {
     EXPECT_EQ(plan.cluster, 8) << k;
     EXPECT_EQ(plan.segments, 13) << k;
   }
+  // Session 43's sweep, by position: a request's two speculative rows of 32,768 take clusters
+  // of two, 16 segments each (V3.2: 36.9 us against the old pick 8 x 7's 43.9; V4-Pro 37.2
+  // against 41.9); B8 x 8,192 next_n 2 rows alone, 2 x 4 (V3.2 38.3 us against 4 x 1's 41.5
+  // and 2 x 8 pairs' 43.5).
+  for (const int32_t k : {1024, 2048}) {
+    plan = plan_fused_staged(2, 32768, k, 132, h200, 2, true, 2);
+    EXPECT_EQ(plan.rows_per_cta, 1) << k;
+    EXPECT_EQ(plan.cluster, 2) << k;
+    EXPECT_EQ(plan.segments, 16) << k;
+  }
+  plan = plan_fused_staged(16, 8192, 2048, 132, h200, 2, true, 2);
+  EXPECT_EQ(plan.rows_per_cta, 1);
+  EXPECT_EQ(plan.cluster, 2);
+  EXPECT_EQ(plan.segments, 4);
   // Longer rows at K = 2048: by rank they fill the ordered merge's larger buffer (8 x 2,048
   // keys: at 262,144 positions 8 segments ran 87 us, 5 segments 95 us); by position one wave
   // of 8-CTA clusters (15 on the H200; 8 x 14 ran 60.9 us, 8 x 15 61.5, 8 x 8 71.2).

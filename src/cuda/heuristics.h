@@ -384,12 +384,21 @@ inline FusedVotePlan fused_vote_plan(int32_t cap, int32_t k, int32_t step_puts, 
 // kStaged does; with several segments their top K go to the workspace and the merge kernel
 // (rows x segments x (8 K + 8) bytes: at most kFusedStagedMaxSegments per row). Chosen by a
 // cost in positions per CTA: the waves of clusters (cap.at: clusters at once) times the chunk
-// plus the finish, plus the merge when there are segments (fused_staged_merge_cost: 1,024 +
-// its S x K keys / 16, / 8 and / 2 as they fill its buffers).
+// plus the finish (plus kFusedStagedClusterCost for clusters of 4 or 8, kFusedStagedPairCost
+// for pairs), plus the merge when there are segments (fused_staged_merge_cost: the cluster
+// merge 1,536 + its S x K keys / 36; the ordered merge 1,024 + its keys / 16, / 8 and / 2 as
+// they fill its buffers).
 // Fitted to `flashindexer bench --plan-sweep` on the H200 (docs/perf.md, session 17): every
 // plan of 13 decode points, B 1-32, K 512-2048, mxfp4 and fp8; the picks are within 1.4% of
 // each point's fastest plan (the model before, a merge of 4,096 whatever S x K, lost up to
-// 29%: B = 1 took 13-15 segments, whose S x K keys overflowed the merge's buffer).
+// 29%: B = 1 took 13-15 segments, whose S x K keys overflowed the merge's buffer). Refitted
+// in session 43 on 86 points (V3.2 and V4-Pro, B 1-128, next_n 1-2, 8,192-262,144, by
+// position), where the kernels of sessions 18-42 had left some B1 and B8 picks up to 19%
+// behind: a costlier cluster merge, a per-wave cost for clusters of 4 or 8 and for pairs. The
+// picks' excess over each point's fastest plan, summed: 1.38 -> 0.96, no point more than 2.6%
+// slower than under the old constants (V4-Pro B1 x 32,768). B1 x 8,192 still takes 8 x 1,
+// 17-19% behind 4 x 8: constants that fixed it (a merge of S x K / 32 and no fixed part) cost
+// V3.2 B1 x 65,536 4% (graph-replayed 1.04x -> 0.99x dense + TopK; docs/perf.md, session 43).
 // cluster 0: not this path.
 // Experiment knob (host code: set it in CMAKE_CXX_FLAGS): FI_FUSED_STAGED=0 leaves it out.
 #ifndef FI_FUSED_STAGED
@@ -408,8 +417,31 @@ inline constexpr int64_t kFusedStagedMergeFlatKeys = 16384;
 #ifndef FI_FUSED_STAGED_MERGE_COST
 #define FI_FUSED_STAGED_MERGE_COST 1024
 #endif
+#ifndef FI_FUSED_STAGED_CLUSTER_COST
+#define FI_FUSED_STAGED_CLUSTER_COST 1024
+#endif
+#ifndef FI_FUSED_STAGED_CLUSTER_MERGE_COST
+#define FI_FUSED_STAGED_CLUSTER_MERGE_COST 1536
+#endif
+#ifndef FI_FUSED_STAGED_CLUSTER_MERGE_KEYS
+#define FI_FUSED_STAGED_CLUSTER_MERGE_KEYS 36
+#endif
+#ifndef FI_FUSED_STAGED_PAIR_COST
+#define FI_FUSED_STAGED_PAIR_COST 512
+#endif
 inline constexpr int64_t kFusedStagedFinishCost = FI_FUSED_STAGED_FINISH_COST;  // a CTA's finish
-inline constexpr int64_t kFusedStagedMergeCost = FI_FUSED_STAGED_MERGE_COST;    // the merge kernel, fixed part
+inline constexpr int64_t kFusedStagedMergeCost = FI_FUSED_STAGED_MERGE_COST;    // the ordered merge, fixed part
+// A wave of clusters of 4 or 8 CTAs against one of 2: their guess and gather span more CTAs
+// (session 43's sweep: at B1 x 8,192-32,768 clusters of two with more segments are 12-19%
+// faster than the clusters of 8 the model took without it).
+inline constexpr int64_t kFusedStagedClusterCost = FI_FUSED_STAGED_CLUSTER_COST;
+// A wave of pairs (two rows per CTA) against one of rows alone (session 43: at V3.2 B8 x
+// 8,192 next_n 2, 2 x 4 rows alone 38.3 us against 2 x 8 pairs' 43.5).
+inline constexpr int64_t kFusedStagedPairCost = FI_FUSED_STAGED_PAIR_COST;
+// The cluster merge: its fixed part, and its keys per position of cost (session 19: 1,024 and
+// 64; session 43: 1,536 and 36).
+inline constexpr int64_t kFusedStagedClusterMergeCost = FI_FUSED_STAGED_CLUSTER_MERGE_COST;
+inline constexpr int64_t kFusedStagedClusterMergeKeys = FI_FUSED_STAGED_CLUSTER_MERGE_KEYS;
 
 // Rows by position take the cluster merge (topk_over_logits.cu cluster_merge_kernel: a
 // cluster of CTAs per row, no key list gathered); rows by rank the one-CTA ordered merge.
@@ -433,9 +465,9 @@ inline bool cluster_merge_pairs_segments(int segments, int64_t rows, int num_sms
   return segments > 1 && rows * segments > 2 * int64_t(num_sms);
 }
 
-// The merge's cost for `segments` x k keys (0 for one segment). The cluster merge: 1/64 per
-// key (session 19's sweep of 13 decode points, B 1-128, K 512-2048: the picks within 3.3% of
-// each point's fastest plan, 9 of 13 the fastest; B1 takes 13-15 segments). The ordered
+// The merge's cost for `segments` x k keys (0 for one segment). The cluster merge: 1,536 +
+// 1/36 per key (1,024 + 1/64 from session 19's sweep of 13 decode points, B 1-128, K
+// 512-2048: the picks within 3.3% of each point's fastest plan; refitted in session 43). The ordered
 // merge: per key 1/16 within the selector's own buffer (10,240 keys), 1/8 in the larger flat
 // buffer, 1/2 beyond it (the selector's pushes). The larger buffer's 1/8: at V3.2 B1 x 65,536
 // 8 x 8 segments (16,384 keys) ran 59.2 us against 8 x 5's 57.2; at V3.2 B1 x 262,144 8 x 8
@@ -443,7 +475,7 @@ inline bool cluster_merge_pairs_segments(int segments, int64_t rows, int num_sms
 inline int64_t fused_staged_merge_cost(int segments, int32_t k, bool cluster_merge) {
   if (segments <= 1) return 0;
   const int64_t keys = int64_t(segments) * k;
-  if (cluster_merge) return kFusedStagedMergeCost + keys / 64;
+  if (cluster_merge) return kFusedStagedClusterMergeCost + keys / kFusedStagedClusterMergeKeys;
   const int64_t own = std::min(keys, kFusedStagedSelectorKeys);
   const int64_t large = std::min(keys, kFusedStagedMergeFlatKeys) - own;
   const int64_t beyond = keys - own - large;
@@ -537,7 +569,8 @@ inline std::pair<FusedStagedPlan, int64_t> cheapest_fused_staged_plan(int64_t ro
           const int64_t waves = (groups * plan.segments + fit - 1) / fit;
           const int64_t cost =
               waves * (plan.chunk * (1 + rows_per_cta) / 2 +
-                       fused_staged_serial_finishes(c, rows_per_cta) * kFusedStagedFinishCost) +
+                       fused_staged_serial_finishes(c, rows_per_cta) * kFusedStagedFinishCost +
+                       (c > 2 ? kFusedStagedClusterCost : 0) + (rows_per_cta > 1 ? kFusedStagedPairCost : 0)) +
               fused_staged_merge_cost(plan.segments, k, by_position && kFusedStagedClusterMerge);
           if (cost < best_cost) {
             best_cost = cost;
