@@ -1,6 +1,6 @@
 // flashindexer bench: on the GPU, against the floors measured in the same run (FP8 GEMM
 // through cuBLASLt for prefill, device copy for decode):
-// - the dense-logits scorer, one JSON line per point and accuracy mode (fp32, reduced);
+// - the dense-logits scorer, one JSON line per point and accuracy mode (production, exact);
 // - the fused indexer TopK against our dense logits + our TopK over logits (the preset's
 //   K, default accuracy): time, extra device memory (workspace; logits + workspace for the
 //   dense path), and whether the two paths' outputs are bit-identical on the point.
@@ -104,7 +104,7 @@ int time_point(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
   j["rows"] = p.rows.rows();
   j["context"] = pt.context;
   j["next_n"] = pt.decode ? pt.next_n : 0;
-  j["accuracy"] = p.accuracy == ScoreAccuracy::kReduced ? "reduced" : "fp32";
+  j["accuracy"] = to_string(p.accuracy);
   j["time_ms"] = ms;
   j["tflops"] = w.flops / (ms * 1e9);
   j["key_gbps"] = w.key_bytes / (ms * 1e6);
@@ -226,12 +226,12 @@ int sweep_staged_plans(const ScorePoint& pt, IndexerProblem p, TopKOutputs (&out
   return mismatches > 0 ? 2 : 0;  // every plan is timed and compared first
 }
 
-// The fused operator against dense logits + TopK over logits on one point (fp32 mode, or
-// kReduced with --fused-accuracy reduced).
+// The fused operator against dense logits + TopK over logits on one point, in the mode of
+// --accuracy (production by default).
 int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, const LogitsOutput& logits,
                const Work& w, const BenchOptions& opt, const nlohmann::json& base, double gemm_tflops,
                double copy_gbps, DeviceBuffers& mem, PoolRotation& rotation) {
-  p.accuracy = opt.fused_reduced ? ScoreAccuracy::kReduced : ScoreAccuracy::kFp32;
+  p.accuracy = opt.accuracy;
   const int64_t rows = p.rows.rows();
   const int32_t k = p.k;
   Launch l;
@@ -378,7 +378,7 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
     j["rows"] = rows;
     j["context"] = pt.context;
     j["next_n"] = pt.decode ? pt.next_n : 0;
-    j["accuracy"] = opt.fused_reduced ? "reduced" : "fp32";
+    j["accuracy"] = to_string(opt.accuracy);
     j["time_ms"] = ms;
     const float graph_ms = path == 0 ? fused_graph_ms : dense_graph_ms;
     if (graph_ms >= 0) {
@@ -402,7 +402,7 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
     j["key_read_floor_ms"] = w.key_bytes / (copy_gbps * 1e6);
     j["x_tensor_floor"] = ms / (w.flops / (gemm_tflops * 1e9));
     j["x_key_read_floor"] = ms / (w.key_bytes / (copy_gbps * 1e6));
-    j["command"] = "flashindexer bench --json " + std::string(opt.fused_reduced ? "--fused-accuracy reduced " : "") +
+    j["command"] = "flashindexer bench --json --accuracy " + std::string(to_string(opt.accuracy)) + " " +
                    (opt.k > 0 ? "--k " + std::to_string(opt.k) + " " : "") + "--only " + pt.name();
     if (path == 0 && !profile.is_null()) j["profile_per_cta"] = profile;
     std::printf("%s\n", j.dump().c_str());
@@ -499,7 +499,7 @@ int run_point(const ScorePoint& pt, const BenchOptions& opt, const nlohmann::jso
   const double logits_bytes = double(rows) * double(pt.context) * 4;
   const Work work{flops, key_bytes, logits_bytes};
   if (!pt.fused_only) {
-    for (ScoreAccuracy accuracy : {ScoreAccuracy::kFp32, ScoreAccuracy::kReduced}) {
+    for (ScoreAccuracy accuracy : {ScoreAccuracy::kProduction, ScoreAccuracy::kExact}) {
       p.accuracy = accuracy;
       if (int rc = time_point(pt, h, p, out, work, opt, base, gemm_tflops, copy_gbps, rotation); rc != 0) return rc;
     }

@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "flashindexer/types.h"
+
 namespace flashindexer::bench {
 
 struct BenchOptions {
@@ -12,8 +14,8 @@ struct BenchOptions {
   bool json = true;
   bool full = false;  // bench: the whole grid of the scorer issue
   bool plan_sweep = false;  // bench: every fused decode-cluster plan of each decode point
-  bool fused_reduced = false;  // bench: time the fused operator (and dense + TopK) in kReduced
-  int k = 0;                   // bench: top-k instead of the preset's (0: the preset's)
+  ScoreAccuracy accuracy = ScoreAccuracy::kProduction;  // bench: mode of the fused and dense + TopK timings
+  int k = 0;  // bench: top-k instead of the preset's (0: the preset's)
 };
 
 int bench_topk(const BenchOptions& opt);

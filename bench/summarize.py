@@ -4,6 +4,15 @@ scorer (ours vs the FP8 tensor floor and the copy floor), per point."""
 import json
 import sys
 
+# Score modes by their current names; results written before 2026-12-06 say "fp32" (now
+# "exact") and "reduced" (now "production"), and lines without the field were exact.
+OLD_MODE_NAMES = {"fp32": "exact", "reduced": "production"}
+
+
+def mode(r):
+    acc = r.get("accuracy", "exact")
+    return OLD_MODE_NAMES.get(acc, acc)
+
 
 def scorer(recs):
     floors = next((r for r in recs if r.get("op") == "floors"), None)
@@ -11,13 +20,13 @@ def scorer(recs):
         print(f"floors: copy {floors['copy_gbps']:.0f} GB/s, FP8 GEMM {floors['fp8_gemm_tflops']:.0f} TFLOP/s,"
               f" {floors['gpu']}, git {floors['git']}")
     torch = {r["point"]: r for r in recs if r.get("impl") == "torch.naive" and r.get("op") == "dense_logits"}
-    print(f"{'point':34} {'accuracy':8} {'ms':>9} {'TFLOP/s':>8} {'% tensor':>9} {'key GB/s':>9} {'% copy':>7}"
+    print(f"{'point':34} {'accuracy':10} {'ms':>9} {'TFLOP/s':>8} {'% tensor':>9} {'key GB/s':>9} {'% copy':>7}"
           f" {'torch ms':>9}")
     for r in recs:
         if r.get("op") != "dense_logits" or r.get("impl") != "flashindexer":
             continue
         t = torch.get(r["point"])
-        print(f"{r['point']:34} {r.get('accuracy', 'fp32'):8} {r['time_ms']:>9.4f} {r['tflops']:>8.0f}"
+        print(f"{r['point']:34} {mode(r):10} {r['time_ms']:>9.4f} {r['tflops']:>8.0f}"
               f" {r['pct_tensor_floor']:>9.1f} {r['key_gbps']:>9.0f} {r['pct_copy_bw_keys']:>7.1f}"
               f" {t['time_ms'] if t else float('nan'):>9.2f}")
 
@@ -35,7 +44,7 @@ def fused(recs):
         return dense.get((r["point"], r.get("accuracy"), r["k"]), {})
 
     def name_of(r):
-        return r["point"] + (" reduced" if r.get("accuracy") == "reduced" else "")
+        return r["point"] + (" " + mode(r) if mode(r) != "production" else "")
 
     for r in rows:
         d, name = dense_of(r), name_of(r)

@@ -35,6 +35,7 @@ TEST_P(EveryGenerator, FusedBitIdenticalToDenseThenTopK) {
   for (OutputOrder order : {OutputOrder::kPosition, OutputOrder::kRank}) {
     SyntheticSpec s = small_spec(GetParam().gen, GetParam().format);
     s.order = order;
+    s.accuracy = order == OutputOrder::kRank ? ScoreAccuracy::kExact : ScoreAccuracy::kProduction;
     s.weight_type = order == OutputOrder::kRank ? WeightType::kBF16 : WeightType::kF32;
     const HostProblem p = make(s);
     const HostResults f = fused(p), d = dense_topk(p, true);
@@ -44,32 +45,42 @@ TEST_P(EveryGenerator, FusedBitIdenticalToDenseThenTopK) {
   }
 }
 
-TEST_P(EveryGenerator, ScoresWithinContractOfTheFp64Oracle) {
-  SyntheticSpec s = small_spec(GetParam().gen, GetParam().format);
+// Each score mode's bound (CONTRACT §4), production (the default) and exact.
+class EveryGeneratorAndMode : public ::testing::TestWithParam<std::tuple<GenCase, ScoreAccuracy>> {};
+
+std::string mode_name_of(const ::testing::TestParamInfo<std::tuple<GenCase, ScoreAccuracy>>& param) {
+  return name_of({std::get<0>(param.param), param.index}) + "_" + to_string(std::get<1>(param.param));
+}
+
+TEST_P(EveryGeneratorAndMode, ScoresWithinTheModesBoundOfTheFp64Oracle) {
+  const auto [c, accuracy] = GetParam();
+  SyntheticSpec s = small_spec(c.gen, c.format);
   s.rows = 4;
   s.context = 300;
+  s.accuracy = accuracy;
+  const double bound = score_error_bound(accuracy);
   const HostProblem p = make(s);
   const IndexerProblem v = p.view();
   const HostResults d = dense_topk(p, true);
   int64_t checked = 0;
   for (int64_t r = 0; r < p.rows(); ++r) {
     const oracle::Window w = oracle::window(v.rows, r);
-    for (int64_t c = 0; c < p.max_context; ++c) {
-      const float got = d.logits[size_t(r * d.logits_width + c)];
-      if (c < w.start || c >= w.end) {
-        ASSERT_EQ(got, -std::numeric_limits<float>::infinity()) << r << "," << c;
+    for (int64_t col = 0; col < p.max_context; ++col) {
+      const float got = d.logits[size_t(r * d.logits_width + col)];
+      if (col < w.start || col >= w.end) {
+        ASSERT_EQ(got, -std::numeric_limits<float>::infinity()) << r << "," << col;
         continue;
       }
-      const oracle::Exact e = oracle::score(v, r, c);
+      const oracle::Exact e = oracle::score(v, r, col);
       if (std::isnan(e.score)) {  // NaN / inf inputs (specials): same class of result
-        EXPECT_TRUE(std::isnan(got)) << r << "," << c;
+        EXPECT_TRUE(std::isnan(got)) << r << "," << col;
         continue;
       }
       if (std::isinf(e.score)) {
-        EXPECT_EQ(double(got), e.score) << r << "," << c;
+        EXPECT_EQ(double(got), e.score) << r << "," << col;
         continue;
       }
-      ASSERT_LE(std::fabs(double(got) - e.score), 2e-4 * e.m) << r << "," << c << " exact " << e.score;
+      ASSERT_LE(std::fabs(double(got) - e.score), bound * e.m) << r << "," << col << " exact " << e.score;
       ++checked;
     }
   }
@@ -77,6 +88,10 @@ TEST_P(EveryGenerator, ScoresWithinContractOfTheFp64Oracle) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Generators, EveryGenerator, ::testing::ValuesIn(all_cases()), name_of);
+INSTANTIATE_TEST_SUITE_P(Generators, EveryGeneratorAndMode,
+                         ::testing::Combine(::testing::ValuesIn(all_cases()),
+                                            ::testing::Values(ScoreAccuracy::kProduction, ScoreAccuracy::kExact)),
+                         mode_name_of);
 
 // wide_range is built to catch an accumulator that drops small products beside a large one
 // (docs/perf.md): in every 32-element block of a scored fp8 cell with a positive dominant

@@ -133,7 +133,7 @@ TEST(Heuristics, PrefillScorerGroupsFillTheMmaWidth) {
 TEST(Heuristics, DenseFp8DefaultModeScoresPairsOfRows) {
   using flashindexer::cuda::dense_prefill_rows;
   EXPECT_EQ(dense_prefill_rows(true, 64), 2);   // fp8, FP16 chain: N = 128, three consumer warpgroups
-  EXPECT_EQ(dense_prefill_rows(false, 64), 0);  // kReduced or mxfp4: 256 / H
+  EXPECT_EQ(dense_prefill_rows(false, 64), 0);  // kProduction or mxfp4: 256 / H
   EXPECT_EQ(dense_prefill_rows(true, 32), 4);   // H = 32: N = 128 too
   const auto pairs = plan_scorer(false, 8191, 1, 1, 64, 65536, 132, flashindexer::cuda::kScorerMinChunkDense, 2);
   EXPECT_EQ(pairs.rows_per_group, 2);
@@ -146,7 +146,7 @@ TEST(Heuristics, DenseFp8DefaultModeScoresPairsOfRows) {
 TEST(Heuristics, FusedFp8TakesPairsOfRowsAtH64) {
   using flashindexer::cuda::fused_prefill_rows;
   EXPECT_EQ(fused_prefill_rows(true, 64), 2);   // V3.2: N = 128 on alternate tiles, three consumer warpgroups
-  EXPECT_EQ(fused_prefill_rows(false, 64), 0);  // kReduced or mxfp4: the dense groups would follow
+  EXPECT_EQ(fused_prefill_rows(false, 64), 0);  // kProduction or mxfp4: the dense groups would follow
   EXPECT_EQ(fused_prefill_rows(true, 32), 0);   // H = 32: the fit rule halves the groups where K needs it
 }
 
@@ -220,7 +220,7 @@ TEST(Heuristics, SelectorWarpgroupForTheV4Prefill) {
   EXPECT_TRUE(fused_takes_selector(true, 64, 4, true, 1024, 1600));   // 1,024 + 64 + 512
   EXPECT_FALSE(fused_takes_selector(true, 64, 4, true, 1024, 1598));
   EXPECT_FALSE(fused_takes_selector(true, 64, 4, true, 2048, 1856));  // V3.2's K: no room
-  EXPECT_FALSE(fused_takes_selector(false, 64, 4, true, 1024, 1856)); // fp8 or kReduced: 154-register MMAs
+  EXPECT_FALSE(fused_takes_selector(false, 64, 4, true, 1024, 1856)); // fp8 or kProduction: 154-register MMAs
   EXPECT_FALSE(fused_takes_selector(true, 32, 8, true, 512, 1856));   // H = 32
   EXPECT_FALSE(fused_takes_selector(true, 64, 2, true, 512, 1856));   // decode pairs
   EXPECT_FALSE(fused_takes_selector(true, 64, 4, false, 512, 1856));  // shared tiles
@@ -231,7 +231,7 @@ TEST(Heuristics, SelectorWarpgroupForTheV4Prefill) {
 TEST(Heuristics, AlternateTilesForGroupsOf256) {
   using flashindexer::cuda::dense_takes_alternate256;
   using flashindexer::cuda::fused_takes_alternate256;
-  EXPECT_TRUE(dense_takes_alternate256(false, 64, 4));   // mxfp4 (either mode) or fp8 kReduced
+  EXPECT_TRUE(dense_takes_alternate256(false, 64, 4));   // mxfp4 (either mode) or fp8 kProduction
   EXPECT_TRUE(dense_takes_alternate256(false, 32, 8));   // H = 32
   EXPECT_FALSE(dense_takes_alternate256(true, 64, 4));   // the FP16 chain shares tiles
   EXPECT_FALSE(dense_takes_alternate256(true, 32, 8));
@@ -288,13 +288,13 @@ TEST(Heuristics, FusedStepPutsFollowTheTileSharing) {
 
 // Three consumer warpgroups exactly where the dense kernel runs them for fp8: groups of
 // N = 128 in the FP16 chain (V3.2 pairs of rows, GLM-5 groups of 4, decode next_n = 2 at
-// H = 64); never for mxfp4, kReduced, or other group sizes; none when the knob says two.
+// H = 64); never for mxfp4, kProduction, or other group sizes; none when the knob says two.
 TEST(Heuristics, FusedThirdConsumerWarpgroupOnlyForFp16ChainGroupsOf128) {
   using flashindexer::cuda::fused_consumer_wgs;
   EXPECT_EQ(fused_consumer_wgs(true, 64, 2), 3);
   EXPECT_EQ(fused_consumer_wgs(true, 32, 4), 3);
   EXPECT_EQ(fused_consumer_wgs(true, 64, 2, false), 2);
-  EXPECT_EQ(fused_consumer_wgs(false, 64, 2), 2);  // mxfp4 or kReduced
+  EXPECT_EQ(fused_consumer_wgs(false, 64, 2), 2);  // mxfp4 or kProduction
   EXPECT_EQ(fused_consumer_wgs(true, 64, 4), 2);   // N = 256
   EXPECT_EQ(fused_consumer_wgs(true, 64, 1), 2);   // N = 64
   EXPECT_EQ(fused_consumer_wgs(true, 32, 8), 2);

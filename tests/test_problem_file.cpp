@@ -22,6 +22,7 @@ void expect_same_problem(const HostProblem& a, const HostProblem& b) {
   EXPECT_EQ(a.num_pages, b.num_pages);
   EXPECT_EQ(a.k, b.k);
   EXPECT_EQ(a.order, b.order);
+  EXPECT_EQ(a.accuracy, b.accuracy);
   EXPECT_EQ(a.weight_scale, b.weight_scale);
   EXPECT_EQ(a.weight_type, b.weight_type);
   EXPECT_EQ(a.form, b.form);
@@ -58,6 +59,7 @@ TEST(ProblemFile, WriteReadReplayIdentical) {
     s.weight_type = var.wt;
     s.order = var.order;
     s.contiguous = var.contiguous;
+    s.accuracy = var.order == OutputOrder::kRank ? ScoreAccuracy::kExact : ScoreAccuracy::kProduction;
     if (var.contiguous) s.requests = 1;
     s.next_n = 2;
     HostProblem p = make(s);
@@ -113,6 +115,41 @@ nlohmann::json header_of(const std::vector<uint8_t>& file) {
   return nlohmann::json::parse(file.begin() + 8, file.begin() + 8 + int64_t(n));
 }
 
+// CONTRACT §4 and §7: the score mode travels as __metadata__.accuracy, and a file without it
+// is a production-mode problem (the default of every entry point).
+TEST(ProblemFile, AccuracyModeRoundTripsAndDefaultsToProduction) {
+  EXPECT_EQ(IndexerProblem{}.accuracy, ScoreAccuracy::kProduction);
+  EXPECT_EQ(HostProblem{}.accuracy, ScoreAccuracy::kProduction);
+  EXPECT_EQ(SyntheticSpec{}.accuracy, ScoreAccuracy::kProduction);
+  SyntheticSpec s = small_spec();
+  s.context = 130;
+  s.rows = 2;
+  for (ScoreAccuracy a : {ScoreAccuracy::kProduction, ScoreAccuracy::kExact}) {
+    s.accuracy = a;
+    const std::vector<uint8_t> bytes = file_bytes(make(s));
+    const nlohmann::json h = header_of(bytes);
+    EXPECT_EQ(h["__metadata__"]["accuracy"], to_string(a));
+    HostProblem back;
+    ASSERT_TRUE(parse_problem(bytes.data(), bytes.size(), &back).is_ok());
+    EXPECT_EQ(back.accuracy, a);
+    EXPECT_EQ(back.view().accuracy, a);
+    nlohmann::json without = h;
+    without["__metadata__"].erase("accuracy");
+    const std::vector<uint8_t> old = with_header(bytes, without);
+    ASSERT_TRUE(parse_problem(old.data(), old.size(), &back).is_ok());
+    EXPECT_EQ(back.accuracy, ScoreAccuracy::kProduction);
+  }
+  ScoreAccuracy parsed = ScoreAccuracy::kExact;
+  EXPECT_TRUE(parse_accuracy("production", &parsed));
+  EXPECT_EQ(parsed, ScoreAccuracy::kProduction);
+  EXPECT_TRUE(parse_accuracy("exact", &parsed));
+  EXPECT_EQ(parsed, ScoreAccuracy::kExact);
+  for (const char* bad : {"fp32", "reduced", "", "Exact"}) EXPECT_FALSE(parse_accuracy(bad, &parsed)) << bad;
+  EXPECT_FALSE(parse_accuracy(nullptr, &parsed));
+  EXPECT_EQ(score_error_bound(ScoreAccuracy::kProduction), 1.0 / 256);
+  EXPECT_EQ(score_error_bound(ScoreAccuracy::kExact), 2e-4);
+}
+
 TEST(ProblemFile, MalformedFilesAreRejectedWithAReason) {
   SyntheticSpec s = small_spec();
   s.context = 130;
@@ -151,6 +188,7 @@ TEST(ProblemFile, MalformedFilesAreRejectedWithAReason) {
   edit("bad k", "k", [](auto& e) { e["__metadata__"]["k"] = "12abc"; });
   edit("bad order", "order", [](auto& e) { e["__metadata__"]["order"] = "sideways"; });
   edit("bad weight_scale", "weight_scale", [](auto& e) { e["__metadata__"]["weight_scale"] = "inf"; });
+  edit("old accuracy name", "accuracy", [](auto& e) { e["__metadata__"]["accuracy"] = "reduced"; });
   edit("wrong dtype", "q.dtype", [](auto& e) { e["q"]["dtype"] = "I8"; });
   edit("unknown dtype", "dtype", [](auto& e) { e["q"]["dtype"] = "F8"; });
   edit("wrong shape", "weights", [](auto& e) { e["weights"]["shape"] = {2, 32}; });

@@ -19,6 +19,7 @@ struct HostProblem {
   int64_t num_pages = 0;
   int32_t k = 512;
   OutputOrder order = OutputOrder::kPosition;
+  ScoreAccuracy accuracy = ScoreAccuracy::kProduction;
   float weight_scale = 1.0f;
   WeightType weight_type = WeightType::kF32;
   RowForm form = RowForm::kRagged;
@@ -101,6 +102,7 @@ struct SyntheticSpec {
   int64_t page_stride = 0;       // 0: the payload rounded up to 16 bytes
   int32_t k = 512;
   OutputOrder order = OutputOrder::kPosition;
+  ScoreAccuracy accuracy = ScoreAccuracy::kProduction;
   WeightType weight_type = WeightType::kF32;
   RowForm form = RowForm::kRagged;
   // ragged: `rows` rows split evenly over `requests` requests; row i of a request

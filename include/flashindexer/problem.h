@@ -76,7 +76,7 @@ struct IndexerProblem {
   Rows rows;
   int32_t k = 512;
   OutputOrder order = OutputOrder::kPosition;
-  ScoreAccuracy accuracy = ScoreAccuracy::kFp32;  // kReduced: opt-in, 2e-3 * M
+  ScoreAccuracy accuracy = ScoreAccuracy::kProduction;  // CONTRACT §4: 2^-8 * M; kExact: 2e-4 * M
 };
 
 // TopK over materialized logits: logits[r, s] for s in the row's window.

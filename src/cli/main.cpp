@@ -33,6 +33,7 @@ struct Options {
   uint64_t seed = 1;
   std::string generator = "gaussian";
   std::string order = "position";
+  std::string accuracy;  // "" = the problem file's mode, else production
   int threads = 0;
   bool json = false;
   std::string problem, out;
@@ -53,16 +54,25 @@ void add_shape_options(CLI::App* app, Options& o) {
   for (fi::Generator g : fi::kAllGenerators) gens.push_back(fi::to_string(g));
   app->add_option("--generator", o.generator, "synthetic data")->check(CLI::IsMember(gens))->capture_default_str();
   app->add_option("--order", o.order, "output order")->check(CLI::IsMember({"position", "rank"}))->capture_default_str();
+  app->add_option("--accuracy", o.accuracy,
+                  "score mode (CONTRACT §4): production (default; 2^-8 * M, FP8 tensor cores) or exact "
+                  "(2e-4 * M); with --problem, overrides the file's mode")
+      ->check(CLI::IsMember({"production", "exact"}));
 }
 
 fi::Status build_problem(const Options& o, fi::HostProblem* p) {
-  if (!o.problem.empty()) return fi::read_problem_file(o.problem, p);
+  if (!o.problem.empty()) {
+    const fi::Status s = fi::read_problem_file(o.problem, p);
+    if (s.is_ok() && !o.accuracy.empty()) fi::parse_accuracy(o.accuracy.c_str(), &p->accuracy);
+    return s;
+  }
   fi::SyntheticSpec spec;
   fi::apply_preset(o.preset, &spec);
   if (o.k > 0) spec.k = o.k;
   spec.context = o.context;
   spec.seed = o.seed;
   spec.order = o.order == "rank" ? fi::OutputOrder::kRank : fi::OutputOrder::kPosition;
+  if (!o.accuracy.empty()) fi::parse_accuracy(o.accuracy.c_str(), &spec.accuracy);
   fi::parse_generator(o.generator, &spec.generator);
   if (o.batch > 0) {
     spec.form = fi::RowForm::kDecode;
@@ -139,6 +149,7 @@ int cmd_run(const Options& o) {
                         {"rows", rows},
                         {"context", hp.max_context},
                         {"k", hp.k},
+                        {"accuracy", fi::to_string(hp.accuracy)},
                         {"time_ms", ms},
                         {"workspace_bytes", ws_bytes},
                         {"dense_logits_bytes", dense_bytes},
@@ -153,6 +164,7 @@ int cmd_run(const Options& o) {
     std::printf("  %-22s %s\n", "shape", shape.c_str());
     std::printf("  %-22s rows=%lld context=%lld k=%d\n", "problem", static_cast<long long>(rows),
                 static_cast<long long>(hp.max_context), hp.k);
+    std::printf("  %-22s %s\n", "score mode", fi::to_string(hp.accuracy));
     std::printf("  %-22s %.2f ms%s\n", "fused time", ms,
                 resolved == fi::Backend::kCuda ? " (with the copies to and from the device)" : "");
     std::printf("  %-22s %.2f MiB\n", "fused workspace", ws_bytes / 1048576.0);
@@ -169,8 +181,9 @@ int cmd_make_problem(const Options& o) {
   fi::HostProblem hp;
   if (fi::Status s = build_problem(o, &hp); !s.is_ok()) return fail(s);
   if (fi::Status s = fi::write_problem_file(o.out, hp); !s.is_ok()) return fail(s);
-  std::printf("wrote %s: %s, %lld rows, context %lld, k %d\n", o.out.c_str(), fi::to_string(hp.format),
-              static_cast<long long>(hp.rows()), static_cast<long long>(hp.max_context), hp.k);
+  std::printf("wrote %s: %s, %lld rows, context %lld, k %d, %s\n", o.out.c_str(), fi::to_string(hp.format),
+              static_cast<long long>(hp.rows()), static_cast<long long>(hp.max_context), hp.k,
+              fi::to_string(hp.accuracy));
   return 0;
 }
 
@@ -217,10 +230,10 @@ int main(int argc, char** argv) {
   bench_score->add_flag("--full", bench.full, "every prefill context and decode point of the scorer issue");
   bench_score->add_flag("--json", bench.json, "JSON lines (the only output format)");
   bench_score->add_option_function<std::string>(
-                 "--fused-accuracy", [&](const std::string& v) { bench.fused_reduced = v == "reduced"; },
-                 "accuracy mode of the fused and dense + TopK timings (the dense scorer runs both)")
-      ->check(CLI::IsMember({"fp32", "reduced"}))
-      ->default_str("fp32");
+                 "--accuracy", [&](const std::string& v) { fi::parse_accuracy(v.c_str(), &bench.accuracy); },
+                 "score mode of the fused and dense + TopK timings (the dense scorer times both)")
+      ->check(CLI::IsMember({"production", "exact"}))
+      ->default_str("production");
   bench_score->add_option("--k", bench.k, "top-k of the fused and dense + TopK timings (default: the preset's)")
       ->check(CLI::Range(1, 2048));
   bench_score->add_flag("--plan-sweep", bench.plan_sweep,

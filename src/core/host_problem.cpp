@@ -113,6 +113,7 @@ IndexerProblem HostProblem::view() const {
   p.rows.max_context = max_context;
   p.k = k;
   p.order = order;
+  p.accuracy = accuracy;
   return p;
 }
 
@@ -165,6 +166,8 @@ Status parse_problem(const uint8_t* data, size_t size, HostProblem* out) {
       return format_error("__metadata__.order: expected \"position\" or \"rank\", got \"" + it->second + "\"");
     p.order = it->second == "rank" ? OutputOrder::kRank : OutputOrder::kPosition;
   }
+  if (auto it = md.find("accuracy"); it != md.end() && !parse_accuracy(it->second.c_str(), &p.accuracy))
+    return format_error("__metadata__.accuracy: expected \"production\" or \"exact\", got \"" + it->second + "\"");
   if (auto it = md.find("weight_scale"); it != md.end()) {
     char* end = nullptr;
     const float ws = std::strtof(it->second.c_str(), &end);
@@ -246,6 +249,7 @@ Status write_problem_file(const std::string& path, const HostProblem& p) {
   w.metadata("k", std::to_string(p.k));
   w.metadata("max_context", std::to_string(p.max_context));
   w.metadata("order", p.order == OutputOrder::kRank ? "rank" : "position");
+  w.metadata("accuracy", to_string(p.accuracy));
   if (p.weight_scale != 1.0f) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.9g", p.weight_scale);

@@ -1,6 +1,8 @@
 #include "flashindexer/status.h"
 #include "flashindexer/types.h"
 
+#include <string_view>
+
 namespace flashindexer {
 
 const char* to_string(StatusCode code) {
@@ -49,6 +51,22 @@ const char* to_string(Operator op) {
     case Operator::kFusedTopK: return "fused_topk";
   }
   return "unknown";
+}
+
+const char* to_string(ScoreAccuracy a) {
+  switch (a) {
+    case ScoreAccuracy::kProduction: return "production";
+    case ScoreAccuracy::kExact: return "exact";
+  }
+  return "unknown";
+}
+
+bool parse_accuracy(const char* name, ScoreAccuracy* out) {
+  const std::string_view n = name ? name : "";
+  if (n == "production") *out = ScoreAccuracy::kProduction;
+  else if (n == "exact") *out = ScoreAccuracy::kExact;
+  else return false;
+  return true;
 }
 
 }  // namespace flashindexer

@@ -283,6 +283,7 @@ Status make_synthetic(const SyntheticSpec& spec, HostProblem* out) {
   p.page_stride = spec.page_stride ? spec.page_stride : (payload + 15) / 16 * 16;
   p.k = spec.k;
   p.order = spec.order;
+  p.accuracy = spec.accuracy;
   p.weight_type = spec.weight_type;
   p.form = spec.form;
   p.num_requests = spec.requests;

@@ -77,8 +77,8 @@ Status check_problem(const IndexerProblem& p) {
   FI_CHECK_ARG(q.num_heads == 32 || q.num_heads == 64, kUnsupported, "queries.num_heads", "32 or 64",
                q.num_heads);
   FI_RETURN_IF_ERROR(check_k(p.k, p.order));
-  FI_CHECK_ARG(p.accuracy == ScoreAccuracy::kFp32 || p.accuracy == ScoreAccuracy::kReduced, kInvalidArgument,
-               "accuracy", "fp32 or reduced", static_cast<int>(p.accuracy));
+  FI_CHECK_ARG(p.accuracy == ScoreAccuracy::kExact || p.accuracy == ScoreAccuracy::kProduction, kInvalidArgument,
+               "accuracy", "production or exact", static_cast<int>(p.accuracy));
   FI_RETURN_IF_ERROR(check_rows(p.rows));
   FI_RETURN_IF_ERROR(check_page_map(c.pages, p.rows));
 

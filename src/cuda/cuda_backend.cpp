@@ -174,7 +174,7 @@ class CudaBackend final : public BackendImpl {
   int32_t prefill_rows(const IndexerProblem& p, Operator op) const {
     const int32_t h = p.queries.num_heads;
     if (p.rows.form == RowForm::kDecode) return 0;  // decode groups are a request's next_n rows
-    const bool fp8_default = p.cache.format == CacheFormat::kFp8E4M3 && p.accuracy == ScoreAccuracy::kFp32;
+    const bool fp8_default = p.cache.format == CacheFormat::kFp8E4M3 && p.accuracy == ScoreAccuracy::kExact;
     if (op == Operator::kDenseLogits) {
       if (FI_DENSE_PREFILL_ROWS > 0) return FI_DENSE_PREFILL_ROWS;  // the knob
       if (const int32_t rows = dense_prefill_rows(fp8_default, h); rows > 0) return rows;

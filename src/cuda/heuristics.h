@@ -230,7 +230,7 @@ inline ScorerPlan plan_scorer(bool decode, int64_t rows, int32_t next_n, int32_t
 // for fp8 caches in the default mode (three consumer warpgroups on alternate tiles,
 // dense_logits.cu), which measured 4.7% faster than N = 256 in ping-pong at H = 64 (V3.2
 // prefill 8,192 x 65,536: 15.89 against 16.68 ms; docs/perf.md, session 25); 0 (256 / H)
-// otherwise. kReduced's FP8 chain measured slower at N = 128 (11.82 against 10.98 ms), as did
+// otherwise. kProduction's FP8 chain measured slower at N = 128 (11.82 against 10.98 ms), as did
 // mxfp4 (17.53 against 17.16); the fused operator's rule is fused_prefill_rows.
 inline int32_t dense_prefill_rows(bool fp8_default_mode, int32_t heads) {
   return fp8_default_mode && (heads == 64 || heads == 32) ? 128 / heads : 0;
@@ -243,7 +243,7 @@ inline int32_t dense_prefill_rows(bool fp8_default_mode, int32_t heads) {
 // K = 2,048 20.22 -> 17.66 ms; K = 1,024 18.77 -> 17.56, K = 512 18.43 -> 17.45 (with two
 // consumer warpgroups pairs paid only at K = 2,048). Before deferred votes N = 128 measured
 // slower (21.45 against 20.5, session 36).
-// Not for kReduced: its fp8 dense scores come from the same groups, and the dense operator
+// Not for kProduction: its fp8 dense scores come from the same groups, and the dense operator
 // runs N = 128 8% slower there (10.1 -> 11.0 ms), for a fused 16.1 -> 15.3.
 inline int32_t fused_prefill_rows(bool fp8_default_mode, int32_t heads) {
   return fp8_default_mode && heads == 64 ? 2 : 0;
@@ -254,7 +254,7 @@ inline int32_t fused_prefill_rows(bool fp8_default_mode, int32_t heads) {
 // m64n256 MMAs), so one warpgroup's epilogue runs under the other's MMAs; else both take every
 // tile with 128 columns each. Measured on an H200, 8,192 x 65,536 (docs/perf.md, sessions
 // 26-27; the fused operator's rule is fused_takes_alternate256). The dense operator takes them
-// outside the FP16 chain (fp8 in the default mode): V4-Pro 17.14 -> 14.87 ms, V3.2 kReduced
+// outside the FP16 chain (fp8 in the default mode): V4-Pro 17.14 -> 14.87 ms, V3.2 kProduction
 // 11.08 -> 10.53.
 inline constexpr bool dense_takes_alternate256(bool fp8_default_mode, int32_t heads, int32_t rows_per_group) {
   return heads * rows_per_group == 256 && !fp8_default_mode;
@@ -297,7 +297,7 @@ inline int32_t fused_min_capacity(int32_t k, int32_t step_puts) {
 // above K makes them many. Measured (fused, shared -> alternate tiles, 8,192 x 65,536; free
 // keys cap - K in brackets): H = 64 mxfp4 (cap 2,330) K = 512 [1,818] 18.04 -> 15.90 ms,
 // K = 1024 [1,306] 18.27 -> 16.79, K = 2048 [282] 20.84 -> 59.94; fp8 (cap 2,746) K = 512
-// [2,234] 20.18 -> 18.59, K = 2048 [698] 20.89 -> 23.70 (kReduced 16.47 -> 18.64); H = 32 fp8
+// [2,234] 20.18 -> 18.59, K = 2048 [698] 20.89 -> 23.70 (kProduction 16.47 -> 18.64); H = 32 fp8
 // (rows of 8, cap 1,372) K = 512 [860] 11.41 -> 11.93. And cap >= fused_min_capacity(k, 128):
 // a vote interval of pairs fits.
 inline constexpr int32_t kFusedAlternateFreeKeys = 1024;  // between the measured 860 (slower) and 1,306 (faster)

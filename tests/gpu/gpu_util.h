@@ -114,6 +114,8 @@ inline SyntheticSpec gpu_spec(CacheFormat f, Generator g, int64_t rows, int32_t 
 
 inline constexpr CacheFormat kFormats[] = {CacheFormat::kMxfp4, CacheFormat::kFp8E4M3};
 inline const char* name(CacheFormat f) { return f == CacheFormat::kMxfp4 ? "mxfp4" : "fp8"; }
+// Both score modes of CONTRACT §4: the default first.
+inline constexpr ScoreAccuracy kAccuracies[] = {ScoreAccuracy::kProduction, ScoreAccuracy::kExact};
 
 inline Launch gpu_launch(cudaStream_t stream = nullptr) {
   Launch l;

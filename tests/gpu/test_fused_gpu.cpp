@@ -158,12 +158,14 @@ constexpr auto spec = gpu_spec;
 
 TEST(GpuFused, MatchesDenseThenTopKOnEveryGenerator) {
   SKIP_WITHOUT_GPU();
-  for (CacheFormat f : kFormats)
-    for (Generator g : kAllGenerators) {
-      // 40 causal rows ending at 6,000 positions, K = 512: long rows, many compactions.
-      const HostProblem h = make(spec(f, g, 40, 2, 6000, 512, 11 + uint64_t(g)));
-      expect_fused_exact(h, std::string(name(f)) + " " + to_string(g));
-    }
+  for (ScoreAccuracy acc : kAccuracies)
+    for (CacheFormat f : kFormats)
+      for (Generator g : kAllGenerators) {
+        // 40 causal rows ending at 6,000 positions, K = 512: long rows, many compactions.
+        SyntheticSpec s = spec(f, g, 40, 2, 6000, 512, 11 + uint64_t(g));
+        s.accuracy = acc;
+        expect_fused_exact(make(s), std::string(name(f)) + " " + to_string(g) + " " + to_string(acc));
+      }
 }
 
 // The V4 prefill presets (mxfp4, K 512 and 1,024, groups of 4 rows at H = 64) fit the
@@ -187,14 +189,18 @@ TEST(GpuFused, TheV4PrefillTakesTheSelectorWarpgroup) {
 TEST(GpuFused, KOrdersAndShapes) {
   SKIP_WITHOUT_GPU();
   for (CacheFormat f : kFormats) {
-    // Every size of the final sort (512, 1,024, 2,048 keys; K = 7 pads to 512) in both orders.
+    // Every size of the final sort (512, 1,024, 2,048 keys; K = 7 pads to 512) in both orders,
+    // each in both score modes.
     for (int32_t k : {2048, 1024, 512, 7})
-      for (OutputOrder order : {OutputOrder::kPosition, OutputOrder::kRank}) {
-        SyntheticSpec s = spec(f, Generator::kGaussian, 21, 3, 9000, k, 40 + uint64_t(k) + uint64_t(order));
-        s.order = order;
-        expect_fused_exact(make(s), std::string(name(f)) + " k " + std::to_string(k) +
-                                        (order == OutputOrder::kRank ? " by rank" : " by position"));
-      }
+      for (OutputOrder order : {OutputOrder::kPosition, OutputOrder::kRank})
+        for (ScoreAccuracy acc : kAccuracies) {
+          SyntheticSpec s = spec(f, Generator::kGaussian, 21, 3, 9000, k, 40 + uint64_t(k) + uint64_t(order));
+          s.order = order;
+          s.accuracy = acc;
+          expect_fused_exact(make(s), std::string(name(f)) + " k " + std::to_string(k) +
+                                          (order == OutputOrder::kRank ? " by rank " : " by position ") +
+                                          to_string(acc));
+        }
     SyntheticSpec s = spec(f, Generator::kTies, 30, 2, 5000, 1024, 51);
     s.num_heads = 32;  // 8 rows per group
     expect_fused_exact(make(s), std::string(name(f)) + " H 32");
@@ -305,10 +311,10 @@ void expect_sampled_start(bool boost, int32_t context, int32_t kK = 2048, int32_
   const int32_t cap = sm90::fused_topk_capacity(CacheFormat::kFp8E4M3, heads, kNextN, size_t(optin));
   const bool pairs = flashindexer::cuda::fused_takes_alternate256(heads, kNextN, kK, cap);
   ASSERT_EQ(pairs, heads == 64 && kK <= 1024) << "cap " << cap << ", K " << kK;
-  const int32_t wgs = sm90::fused_topk_consumer_wgs(CacheFormat::kFp8E4M3, ScoreAccuracy::kFp32, heads, kNextN);
+  const int32_t wgs = sm90::fused_topk_consumer_wgs(CacheFormat::kFp8E4M3, h.accuracy, heads, kNextN);
   const int32_t step = flashindexer::cuda::fused_step_puts(heads, kNextN, pairs, wgs);  // a tile per warpgroup
   const int32_t sample_steps =
-      sm90::fused_topk_vote_plan(CacheFormat::kFp8E4M3, ScoreAccuracy::kFp32, heads, kNextN, pairs, cap, kK).sample_steps;
+      sm90::fused_topk_vote_plan(CacheFormat::kFp8E4M3, h.accuracy, heads, kNextN, pairs, cap, kK).sample_steps;
   const sm90::SampleOrder order = sm90::SampleOrder::plan((len + 63) / 64, sample_steps * (step / 64));
   ASSERT_GT(order.sample, 0) << "cap " << cap << ", length " << len << ", K " << kK;
   if (boost)
@@ -375,14 +381,14 @@ TEST(GpuFused, SampledStartWithThirtyTwoHeads) {
   const int32_t cap = sm90::fused_topk_capacity(CacheFormat::kFp8E4M3, 32, kRowsPerGroup, size_t(optin));
   const int32_t k = cap / 2 + 32;
   ASSERT_FALSE(flashindexer::cuda::fused_takes_alternate256(32, kRowsPerGroup, k, cap)) << "cap " << cap;
-  ASSERT_GE(cap, sm90::fused_topk_min_capacity(CacheFormat::kFp8E4M3, ScoreAccuracy::kFp32, 32, kRowsPerGroup, k))
-      << "cap " << cap;
+  const ScoreAccuracy acc = SyntheticSpec{}.accuracy;  // the mode the problem below runs in
+  ASSERT_GE(cap, sm90::fused_topk_min_capacity(CacheFormat::kFp8E4M3, acc, 32, kRowsPerGroup, k)) << "cap " << cap;
   SyntheticSpec s = spec(CacheFormat::kFp8E4M3, Generator::kGaussian, int64_t(2) * sms * kRowsPerGroup, 1, 16384, k, 94);
   s.num_heads = 32;
   const HostProblem h = make(s);
   const int32_t tiles = int32_t((h.window_end[0] + 63) / 64);  // the shortest window of the first group
   const int32_t sample_steps =
-      sm90::fused_topk_vote_plan(CacheFormat::kFp8E4M3, ScoreAccuracy::kFp32, 32, kRowsPerGroup, false, cap, k).sample_steps;
+      sm90::fused_topk_vote_plan(CacheFormat::kFp8E4M3, acc, 32, kRowsPerGroup, false, cap, k).sample_steps;
   ASSERT_GT(sm90::SampleOrder::plan(tiles, sample_steps).sample, 0)
       << "cap " << cap << ", k " << k << ", tiles " << tiles;
   DeviceProblem d(h);
@@ -496,8 +502,12 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
   auto decode = [](Generator g, int32_t requests, int64_t context, int32_t k, uint64_t seed) {
     return decode_rows(CacheFormat::kMxfp4, g, requests, context, k, seed);
   };
-  for (Generator g : kAllGenerators)  // segments of a few thousand positions: every position a candidate
-    check(decode(g, 2, 40000, 512, 130 + uint64_t(g)), std::string("2 x 40,000 ") + to_string(g));
+  for (ScoreAccuracy acc : kAccuracies)
+    for (Generator g : kAllGenerators) {  // segments of a few thousand positions: every position a candidate
+      SyntheticSpec s = decode(g, 2, 40000, 512, 130 + uint64_t(g));
+      s.accuracy = acc;
+      check(s, std::string("2 x 40,000 ") + to_string(g) + " " + to_string(acc));
+    }
   check(decode(Generator::kAscending, 5, 40000, 512, 140), "5 x 40,000 ascending");  // clusters of 8, the guess
   for (OutputOrder order : {OutputOrder::kPosition, OutputOrder::kRank}) {
     SyntheticSpec s = decode(Generator::kGaussian, 60, 20000, 2048, 150 + uint64_t(order));
@@ -656,6 +666,7 @@ TEST(GpuFused, SpeculativeRowPairsMatchDenseThenTopK) {
         SyntheticSpec s = decode_rows(CacheFormat::kFp8E4M3, g, 6, 38000, k, 230 + uint64_t(cases));
         s.next_n = 2;
         s.order = cases % 3 == 2 ? OutputOrder::kRank : OutputOrder::kPosition;
+        s.accuracy = kAccuracies[cases % 2];
         HostProblem h = make(s);
         const int64_t segment = int64_t(plan->cluster) * plan->chunk;
         h.context_lens[1] = int32_t(std::min<int64_t>(segment + 100, 38000));
@@ -666,7 +677,8 @@ TEST(GpuFused, SpeculativeRowPairsMatchDenseThenTopK) {
         expect_plan_exact(h, *plan,
                           "6 x 2 x 38,000 k " + std::to_string(k) + ", " + std::to_string(plan->segments) + " x " +
                               std::to_string(plan->cluster) + ", " + to_string(g) +
-                              (s.order == OutputOrder::kRank ? " by rank" : " by position"));
+                              (s.order == OutputOrder::kRank ? " by rank " : " by position ") +
+                              to_string(s.accuracy));
         ++cases;
       }
     }
@@ -738,7 +750,7 @@ TEST(FusedDecodeClusters, AppliesToDecodeRowsOfOneRequestWithinTheGrid) {
 // consumer warpgroup.
 TEST(FusedLockstepRoom, MinCapacityHoldsTheVotePlan) {
   const CacheFormat formats[] = {CacheFormat::kFp8E4M3, CacheFormat::kMxfp4};
-  const ScoreAccuracy accuracies[] = {ScoreAccuracy::kFp32, ScoreAccuracy::kReduced};
+  const ScoreAccuracy accuracies[] = {ScoreAccuracy::kExact, ScoreAccuracy::kProduction};
   for (const CacheFormat f : formats)
     for (const ScoreAccuracy acc : accuracies)
       for (const int32_t h : {32, 64})
@@ -754,11 +766,11 @@ TEST(FusedLockstepRoom, MinCapacityHoldsTheVotePlan) {
             ASSERT_GE(sm90::fused_topk_vote_plan(f, acc, h, rows, false, cap, k).limit, k) << at;
           }
   // Three consumer warpgroups only in the FP16 chain (fp8, default mode) at N = 128.
-  EXPECT_EQ(sm90::fused_topk_min_capacity(CacheFormat::kFp8E4M3, ScoreAccuracy::kFp32, 64, 1, 2048), 2048 + 3 * 128);
-  EXPECT_EQ(sm90::fused_topk_min_capacity(CacheFormat::kMxfp4, ScoreAccuracy::kFp32, 64, 2, 2048), 2048 + 3 * 128);
-  EXPECT_EQ(sm90::fused_topk_min_capacity(CacheFormat::kFp8E4M3, ScoreAccuracy::kFp32, 64, 4, 2048), 2048 + 64);
-  EXPECT_EQ(sm90::fused_topk_min_capacity(CacheFormat::kFp8E4M3, ScoreAccuracy::kFp32, 32, 4, 2048),
-            2048 + 3 * 64 * sm90::fused_topk_consumer_wgs(CacheFormat::kFp8E4M3, ScoreAccuracy::kFp32, 32, 4));
+  EXPECT_EQ(sm90::fused_topk_min_capacity(CacheFormat::kFp8E4M3, ScoreAccuracy::kExact, 64, 1, 2048), 2048 + 3 * 128);
+  EXPECT_EQ(sm90::fused_topk_min_capacity(CacheFormat::kMxfp4, ScoreAccuracy::kExact, 64, 2, 2048), 2048 + 3 * 128);
+  EXPECT_EQ(sm90::fused_topk_min_capacity(CacheFormat::kFp8E4M3, ScoreAccuracy::kExact, 64, 4, 2048), 2048 + 64);
+  EXPECT_EQ(sm90::fused_topk_min_capacity(CacheFormat::kFp8E4M3, ScoreAccuracy::kExact, 32, 4, 2048),
+            2048 + 3 * 64 * sm90::fused_topk_consumer_wgs(CacheFormat::kFp8E4M3, ScoreAccuracy::kExact, 32, 4));
 }
 
 TEST(GpuFused, PoolBeyond4GiB) {

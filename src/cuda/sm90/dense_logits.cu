@@ -50,15 +50,15 @@ template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 constexpr int dense_consumer_wgs() {
   constexpr int kN = kHeads * kRows;
   if (FI_SCORER_CONSUMER_WGS != 3) return 2;
-  if (kFormat == CacheFormat::kFp8E4M3) return kAccuracy == ScoreAccuracy::kFp32 && kN == 128 ? 3 : 2;
+  if (kFormat == CacheFormat::kFp8E4M3) return kAccuracy == ScoreAccuracy::kExact && kN == 128 ? 3 : 2;
   return ScorerSmem<kN, kFormat == CacheFormat::kMxfp4>::kRegKeys && kN <= 64 ? 3 : 2;
 }
 
 // Groups of N = 256 take alternate tiles (PagedScorer's kAlternate256) outside the FP16 chain
-// (cuda::dense_takes_alternate256: mxfp4 in both modes, fp8 in kReduced); the scores are the
+// (cuda::dense_takes_alternate256: mxfp4 in both modes, fp8 in kProduction); the scores are the
 // same bits either way (the fused operator's rule is cuda::fused_takes_alternate256).
 // Measured (docs/perf.md, session 26): V4-Pro 8,192 x 65,536 17.14 -> 14.87 ms (integer
-// path), kReduced 14.25 -> 13.36; V3.2 kReduced 11.08 -> 10.53. Experiment knob
+// path), kProduction 14.25 -> 13.36; V3.2 kProduction 11.08 -> 10.53. Experiment knob
 // FI_DENSE_N256_ALTERNATE=0: both warpgroups on every tile.
 #ifndef FI_DENSE_N256_ALTERNATE
 #define FI_DENSE_N256_ALTERNATE 1
@@ -136,8 +136,8 @@ cudaError_t launch(const ScorerArgs& a, const LogitsOutput& out, cudaStream_t st
 
 template <CacheFormat kFormat, int kHeads, int kRows>
 cudaError_t launch(const ScorerArgs& a, const LogitsOutput& out, cudaStream_t stream) {
-  return a.accuracy == ScoreAccuracy::kReduced ? launch<kFormat, kHeads, kRows, ScoreAccuracy::kReduced>(a, out, stream)
-                                               : launch<kFormat, kHeads, kRows, ScoreAccuracy::kFp32>(a, out, stream);
+  return a.accuracy == ScoreAccuracy::kProduction ? launch<kFormat, kHeads, kRows, ScoreAccuracy::kProduction>(a, out, stream)
+                                               : launch<kFormat, kHeads, kRows, ScoreAccuracy::kExact>(a, out, stream);
 }
 
 }  // namespace

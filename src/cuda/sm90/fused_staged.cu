@@ -534,7 +534,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 template <CacheFormat kFormat, int kHeads, int kRows>
-using StagedSmem = typename PagedScorer<kFormat, kHeads, kRows, ScoreAccuracy::kFp32, 3, kStagedRing<kRows>>::Smem;
+using StagedSmem = typename PagedScorer<kFormat, kHeads, kRows, ScoreAccuracy::kExact, 3, kStagedRing<kRows>>::Smem;
 static_assert(staged_smem_bytes<StagedSmem<CacheFormat::kFp8E4M3, 64, 2>>(cuda::kFusedStagedPairMaxChunk, 2) +
                       sizeof(StagedShared) <= 227 * 1024,
               "a pair's widest stages fit a Hopper CTA's 227 KiB");
@@ -557,9 +557,9 @@ R with_staged_shape(CacheFormat format, int32_t heads, int32_t rows, R none, Fn&
 
 template <CacheFormat kFormat, int kHeads, int kRows>
 cudaError_t launch(const ScorerArgs& a, const StagedParams& f, int cluster, cudaStream_t stream) {
-  auto kernel = a.accuracy == ScoreAccuracy::kReduced
-                    ? fused_staged_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kReduced>
-                    : fused_staged_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kFp32>;
+  auto kernel = a.accuracy == ScoreAccuracy::kProduction
+                    ? fused_staged_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kProduction>
+                    : fused_staged_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kExact>;
   const size_t smem = staged_smem_bytes<StagedSmem<kFormat, kHeads, kRows>>(a.g.chunk, kRows);
   if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
       e != cudaSuccess)

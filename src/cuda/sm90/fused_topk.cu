@@ -861,9 +861,9 @@ cudaError_t launch_mode(const ScorerArgs& a, const FusedParams& f, size_t smem, 
 template <CacheFormat kFormat, int kHeads, int kRows, bool kAlternate>
 cudaError_t launch(const ScorerArgs& a, const FusedParams& f, cudaStream_t stream) {
   const size_t smem = LayoutOf<kFormat, kHeads, kRows>::bytes(f.cap);
-  return a.accuracy == ScoreAccuracy::kReduced
-             ? launch_mode<kFormat, kHeads, kRows, kAlternate, ScoreAccuracy::kReduced>(a, f, smem, stream)
-             : launch_mode<kFormat, kHeads, kRows, kAlternate, ScoreAccuracy::kFp32>(a, f, smem, stream);
+  return a.accuracy == ScoreAccuracy::kProduction
+             ? launch_mode<kFormat, kHeads, kRows, kAlternate, ScoreAccuracy::kProduction>(a, f, smem, stream)
+             : launch_mode<kFormat, kHeads, kRows, kAlternate, ScoreAccuracy::kExact>(a, f, smem, stream);
 }
 template <CacheFormat kFormat, int kHeads, int kRows>
 using SelectorLayoutOf =
@@ -876,7 +876,7 @@ cudaError_t launch(const ScorerArgs& a, const FusedParams& f, bool alternate, bo
   if constexpr (kFormat == CacheFormat::kMxfp4 && kHeads == 64 && kRows == 4) {
     if (alternate && selector) {
       const size_t smem = SelectorLayoutOf<kFormat, kHeads, kRows>::bytes(f.cap);
-      return launch_scorer_kernel<kSelectorThreads>(fused_selector_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kFp32>,
+      return launch_scorer_kernel<kSelectorThreads>(fused_selector_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kExact>,
                                                     smem, stream, a, f);
     }
   }
@@ -889,7 +889,7 @@ cudaError_t launch(const ScorerArgs& a, const FusedParams& f, bool alternate, bo
 }  // namespace
 
 // At 512 threads no instruction may take more than 128 registers (ptxas C7602, whatever the
-// warpgroup's setmaxnreg): the m64n256 fp32 chains of kReduced and of the fp8 caches' FP16
+// warpgroup's setmaxnreg): the m64n256 fp32 chains of kProduction and of the fp8 caches' FP16
 // path need 154, so only mxfp4 in the default mode (the integer path's m64n128 halves, the
 // E5M2 path's 64-column slices) has the kernel (cuda::fused_takes_selector).
 int32_t fused_selector_capacity(CacheFormat format, size_t smem_limit) {
@@ -1003,7 +1003,7 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   const int32_t selector_cap = fused_selector_capacity(p.cache.format, args.smem_limit);
   const bool selector =
       FI_FUSED_SELECTOR != 0 &&
-      cuda::fused_takes_selector(p.cache.format == CacheFormat::kMxfp4 && p.accuracy == ScoreAccuracy::kFp32,
+      cuda::fused_takes_selector(p.cache.format == CacheFormat::kMxfp4 && p.accuracy == ScoreAccuracy::kExact,
                                  p.queries.num_heads, args.plan.rows_per_group, pairs, p.k, selector_cap);
   f.by_rank = p.order == OutputOrder::kRank;
   f.ws = args.plan.splits > 1 ? SplitCandidates::in(args.workspace, rows, args.plan.splits, p.k) : SplitCandidates{};

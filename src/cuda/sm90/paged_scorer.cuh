@@ -39,7 +39,7 @@
 //   it; no conversion in shared memory. It gives the E5M2 path's bits wherever the E5M2
 //   values are exact; the integer path's dot products are exact, so its scores may differ
 //   from both in the last bits (each operator, dense or fused, runs the same path).
-//   Opt-in ScoreAccuracy::kReduced (fp8, and mxfp4 groups of N = 256): one FP8 chain of four k32 steps;
+//   Opt-in ScoreAccuracy::kProduction (fp8, and mxfp4 groups of N = 256): one FP8 chain of four k32 steps;
 //   then per position: sum_h w[h] * relu(acc[h]) in fp32, heads in a fixed order (each
 //   thread's 2 * N / 8 columns in column order, then the 4 lanes of a quad, xor 1 then 2),
 //   times the key's scale. relu is positively homogeneous, so the key scale (fp8: the
@@ -105,7 +105,7 @@ inline constexpr int kScorerThreads = 384;   // producer + two consumer warpgrou
 
 // fp8 caches in the default mode score with FP16 WGMMAs in one chain (mma_tile_f16).
 constexpr bool fp16_chain(CacheFormat format, ScoreAccuracy accuracy) {
-  return format == CacheFormat::kFp8E4M3 && accuracy == ScoreAccuracy::kFp32;
+  return format == CacheFormat::kFp8E4M3 && accuracy == ScoreAccuracy::kExact;
 }
 
 struct ScorerArgs {
@@ -114,7 +114,7 @@ struct ScorerArgs {
   Rows rows;
   cuda::ScorerPlan g;
   bool q_vec16 = false;  // q pointer and strides 16-byte aligned: vector loads
-  ScoreAccuracy accuracy = ScoreAccuracy::kFp32;
+  ScoreAccuracy accuracy = ScoreAccuracy::kExact;
 };
 
 // Host: the kernel arguments of a problem under a plan.
@@ -219,7 +219,7 @@ template <int kN, bool kMx, int kRing = kScorerStages>
 struct ScorerSmem {
   static constexpr bool kRegKeys = kMx && kN <= 128 && FI_SCORER_REG_KEYS != 0;
   static constexpr int kStages = kRegKeys ? 2 * kRing : kRing;
-  // fp8 queries [N, 128], swizzled; fp8 caches keep room for the kFp32 path's f16 queries:
+  // fp8 queries [N, 128], swizzled; fp8 caches keep room for the kExact path's f16 queries:
   // two [N, 64] f16 atoms (D in MMA order, load_queries), swizzled.
   alignas(1024) uint8_t q[kN * (kMx ? 128 : 256)];
   // [S][64, 128] keys (fp8), swizzled; register keys: [S][64, 64] packed E2M1 as stored, the
@@ -292,7 +292,7 @@ inline constexpr int kLaunchRegs = 168;
 // Ping-pong (order only, same scores): the two consumer warpgroups that share tiles (N = 256)
 // take turns on the tensor cores, so one's epilogue runs under the other's MMAs (named
 // barriers 4, 5). Measured at d000f7a (docs/perf.md, session 8): dense fp8 in the default
-// mode (FP16 chain) 1.09x faster; the FP8 chains (kReduced) 2-3% slower. FI_SCORER_PINGPONG:
+// mode (FP16 chain) 1.09x faster; the FP8 chains (kProduction) 2-3% slower. FI_SCORER_PINGPONG:
 // 0 never, 1 wherever tiles are shared, 2 (default) only for the FP16 chain. Since session 25
 // the dense operator scores prefill in that mode in groups of N = 128 with three consumer
 // warpgroups instead (4.7% faster at H = 64), so it takes turns only in the knob's groups of
@@ -391,9 +391,9 @@ struct PagedScorer {
                 "three consumer warpgroups: groups of N <= 64 on the register-key path, N <= 128 on the fp8 path");
   static constexpr bool kF16 = fp16_chain(kFormat, kAccuracy);
   // mxfp4 groups that share tiles can take the integer path (s8 WGMMA; sm.q_s8 per CTA) in the
-  // default mode. kReduced keeps its single FP8 chain: with the E5M2 producer's lighter
+  // default mode. kProduction keeps its single FP8 chain: with the E5M2 producer's lighter
   // conversion it is the faster one (docs/perf.md, session 15).
-  static constexpr bool kS8 = kMx && !kRegKeys && kAccuracy == ScoreAccuracy::kFp32 && FI_SCORER_S8 != 0;
+  static constexpr bool kS8 = kMx && !kRegKeys && kAccuracy == ScoreAccuracy::kExact && FI_SCORER_S8 != 0;
 
   // ---------------------------------------------------------------- set-up
   // Resolves and validates the group's rows, plans the passes and the tile order (up to
@@ -883,16 +883,16 @@ struct PagedScorer {
 
   // acc[64 x kNw] = K_tile * Q_cols^T over D = 128. Hopper's FP8 MMA keeps a truncated
   // running sum (error relative to the accumulator, far above fp32 for same-sign
-  // products), so in kFp32 mode each k32 step starts from zero and the four partial
+  // products), so in kExact mode each k32 step starts from zero and the four partial
   // products are added in fp32 on the CUDA cores: the error stays relative to each k32
-  // partial. kReduced: one chain of four steps (2e-3 * M).
+  // partial. kProduction: one chain of four steps (2e-3 * M).
   template <int kE>  // 2 kE columns: kNw, or a 64-column slice (kAlternate256's rare path)
   __device__ static void mma_tile(float (&acc)[kE], float (&part)[kE], uint64_t desc_k, uint64_t desc_q) {
     if constexpr (FI_SCORER_MMA == 0) {
       ptx::fence_registers(acc);  // opaque values: the epilogue is not folded away
       return;
     }
-    if constexpr (kAccuracy == ScoreAccuracy::kReduced) {
+    if constexpr (kAccuracy == ScoreAccuracy::kProduction) {
       ptx::fence_registers(acc);
       ptx::wgmma_fence();
 #pragma unroll
@@ -1070,7 +1070,7 @@ struct PagedScorer {
   // chunk (ldmatrix); its even codes are k 4t..4t+3 of the step, its odd codes k 16+4t..,
   // so the queries are stored in that k order (load_queries).
   // ks0, ks1: the key scales 2^(e_max - 127) of the thread's positions m0, m0 + 8. Both
-  // accuracy modes (a single FP8 chain would need the shifted values; kReduced gains nothing).
+  // accuracy modes (a single FP8 chain would need the shifted values; kProduction gains nothing).
   // 2^(e_b - e_max + 14) for block b of a token's scale word (0 below 2^-126), the same bits
   // either way: kOffset, from the token's offset t = 141 - e_max (max(e_b + t, 0) is one
   // VIADDMNMX: V4 decode B64 2% faster, groups of N <= 64); else t = e_max (an IADD3 and a
@@ -1643,9 +1643,9 @@ struct PagedScorer {
       end[w] = owner ? gr.end : 0;
       nan[w] = false;
     }
-    // part stays untouched (and costs no registers) in kReduced, where it is unused.
-    // The E5M2 path's four k32 partials (kFp32); kAlternate256 keeps them per 64-column slice.
-    constexpr bool kPartials = kAccuracy != ScoreAccuracy::kReduced && !kF16 && !kRegKeys && !kUseS8;
+    // part stays untouched (and costs no registers) in kProduction, where it is unused.
+    // The E5M2 path's four k32 partials (kExact); kAlternate256 keeps them per 64-column slice.
+    constexpr bool kPartials = kAccuracy != ScoreAccuracy::kProduction && !kF16 && !kRegKeys && !kUseS8;
     constexpr int kPart = kPartials && !kAlternate256 ? kNw / 2 : 0;
     float acc[kNw / 2], part[kNw / 2];
 #pragma unroll
@@ -1724,7 +1724,7 @@ struct PagedScorer {
           mma_tile_s8_blocks(acc, desc_k, desc_q, word0, word1);
           release();
         }
-      } else if constexpr (kAlternate256 && kPartials) {  // the E5M2 partials (mxfp4, kFp32)
+      } else if constexpr (kAlternate256 && kPartials) {  // the E5M2 partials (mxfp4, kExact)
         score_slices<false>(wr, s, desc_k, desc_q, 0u, 0u);
         release();
         summed = true;
