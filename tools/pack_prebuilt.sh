@@ -14,6 +14,7 @@ for dir in "$@"; do
   [ -x "$dir/flashindexer" ] || { echo "$dir/flashindexer is not built" >&2; exit 1; }
   files+=("$dir/flashindexer")
   [ "${CLI_ONLY:-0}" != 1 ] && [ -x "$dir/tests/flashindexer_tests" ] && files+=("$dir/tests/flashindexer_tests")
+  [ -f "$dir/libflashindexer_c.so" ] && files+=("$dir/libflashindexer_c.so")  # the C ABI (bench/peers)
 done
 mkdir -p .prebuilt
 tar -cf - "${files[@]}" | xz -T0 -6 > .prebuilt/bins.tar.xz
