@@ -68,6 +68,18 @@ class FlashIndexerError(RuntimeError):
         self.code = code
 
 
+class FlashIndexerArgumentError(FlashIndexerError, ValueError):
+    """An argument the library refuses (its message names the argument, expected and actual)."""
+
+
+class FlashIndexerUnsupported(FlashIndexerError, NotImplementedError):
+    """Valid by the contract, but not supported by this backend or device."""
+
+
+_ARGUMENT_CODES = {"invalid_argument", "null_pointer", "misaligned", "overflow", "workspace_too_small"}
+_UNSUPPORTED_CODES = {"unsupported", "backend_unavailable"}
+
+
 _lib = None
 
 
@@ -105,7 +117,9 @@ def call(fn, *args):
     rc = fn(*args, buf, len(buf))
     if rc != 0:
         code = STATUS_CODES[rc] if 0 <= rc < len(STATUS_CODES) else str(rc)
-        raise FlashIndexerError(code, buf.value.decode(errors="replace"))
+        cls = (FlashIndexerArgumentError if code in _ARGUMENT_CODES else
+               FlashIndexerUnsupported if code in _UNSUPPORTED_CODES else FlashIndexerError)
+        raise cls(code, buf.value.decode(errors="replace"))
 
 
 def new_problem():
