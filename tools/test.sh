@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs the CPU test suite twice: release (which also compiles the CUDA
-# sm_90a sources when nvcc is present) and AddressSanitizer + UBSan.
+# sm_90a sources when nvcc is present) and AddressSanitizer + UBSan; then installs the
+# Python package (CPU build) into build/pyenv, a virtualenv with torch made once per machine
+# (torch from PyPI brings ~5 GB of CUDA libraries), and runs its pytest suite.
 # GPU tests (label gpu) are excluded here; tools/device.sh runs them on an H200.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,3 +14,9 @@ for preset in release asan; do
   cmake --build --preset "$preset" -j "$jobs"
   ctest --preset "$preset" -j "$jobs"
 done
+echo "== python =="
+py=build/pyenv/bin/python
+[ -x "$py" ] || python3 -m venv build/pyenv
+"$py" -m pip install -q --disable-pip-version-check "torch>=2.4" pytest numpy
+FLASHINDEXER_CUDA=OFF "$py" -m pip install -q --disable-pip-version-check .
+(cd build && ./pyenv/bin/python -m pytest -q ../tests/python)

@@ -24,9 +24,9 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 from flashindexer import _capi as C  # noqa: E402
+from flashindexer import quant  # noqa: E402
 
 H, D, PAGE = 64, 128, 64
-E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 
 # name: (preset, format, K, form, rows or batch, context, next_n)
 POINTS = {
@@ -38,36 +38,6 @@ POINTS = {
     "v32_decode_b64_n1_c65536": ("v32", "fp8_e4m3", 2048, "decode", 64, 65536, 1),
     "v32_decode_b64_n2_c65536": ("v32", "fp8_e4m3", 2048, "decode", 64, 65536, 2),
 }
-
-
-# ---- quantization, as the models quantize (REFERENCE §5) ----------------------------------
-
-def quant_fp8_rows(x):
-    """x [..., D] fp32 -> (e4m3 [..., D], fp32 scale [...]) with scale = amax / 448."""
-    scale = x.abs().amax(-1).clamp(min=1e-30) / 448.0
-    return (x / scale.unsqueeze(-1)).to(torch.float8_e4m3fn), scale.float()
-
-
-def quant_mxfp4(x):
-    """x [..., 128] fp32 -> (packed E2M1 uint8 [..., 64], UE8M0 uint8 [..., 4], dequantized fp32 [..., 128]).
-    Per 32-element block scale 2^ceil(log2(amax / 6)); values rounded to the nearest E2M1."""
-    xb = x.reshape(*x.shape[:-1], 4, 32)
-    amax = xb.abs().amax(-1, keepdim=True).clamp(min=2.0 ** -120)
-    e = torch.ceil(torch.log2(amax / 6.0)).clamp(-127, 127)
-    scaled = xb / torch.exp2(e)
-    mags = torch.tensor(E2M1, device=x.device)
-    bounds = (mags[1:] + mags[:-1]) / 2
-    idx = torch.bucketize(scaled.abs(), bounds)
-    neg = scaled < 0
-    code = (idx | (neg.to(idx.dtype) << 3)).to(torch.uint8).reshape(*x.shape[:-1], 128)
-    deq = (mags[idx] * torch.where(neg, -1.0, 1.0) * torch.exp2(e)).reshape(x.shape)
-    packed = code[..., 0::2] | (code[..., 1::2] << 4)
-    return packed.contiguous(), (e.squeeze(-1) + 127).to(torch.uint8).contiguous(), deq
-
-
-def quant_mxfp4_chunked(x, chunk=4096):
-    outs = [quant_mxfp4(x[i:i + chunk]) for i in range(0, x.shape[0], chunk)]
-    return tuple(torch.cat([o[j] for o in outs]) for j in range(3))
 
 
 # ---- one problem: the same inputs in our layout and in DeepGEMM's -------------------------
@@ -99,35 +69,29 @@ class Problem:
         if tpad > tokens:
             k_f = torch.cat([k_f, torch.zeros(tpad - tokens, D, device=dev)])
         if fmt == "fp8_e4m3":
-            k8, ks = quant_fp8_rows(k_f)
+            k8, ks = quant.fp8_rows(k_f)
             self.k_deq = k8.float() * ks[:, None]
-            q8, qs = quant_fp8_rows(q_f)
+            q8, qs = quant.fp8_rows(q_f)
             self.q_deq = q8.float()  # the q scale folds into the weights (V3.2 convention)
             self.w = (w * qs).contiguous()
             self.q = q8.contiguous()
             self.q_scale = None
             self.page_stride = PAGE * (D + 4)
-            pool = torch.empty(self.num_pages, self.page_stride, dtype=torch.uint8, device=dev)
-            pool[:, :PAGE * D] = k8.view(torch.uint8).reshape(self.num_pages, PAGE * D)
-            pool[:, PAGE * D:] = ks.contiguous().view(torch.uint8).reshape(self.num_pages, PAGE * 4)
-            self.pool = pool
+            self.pool = quant.fp8_pool(k8, ks, PAGE)
             self.dg_k8, self.dg_ks = k8, ks
             self.dg_q, self.dg_w = q8, self.w
         else:
-            kp, ksc, self.k_deq = quant_mxfp4_chunked(k_f)
-            qp, qsc, qdq = quant_mxfp4_chunked(q_f.reshape(-1, D))
+            kp, ksc, self.k_deq = quant.mxfp4(k_f)
+            qp, qsc, qdq = quant.mxfp4(q_f.reshape(-1, D))
             self.q_deq = qdq.reshape(self.rows, H, D)
             self.q = qp.reshape(self.rows, H, D // 2).contiguous()
             self.q_scale = qsc.reshape(self.rows, H, 4).contiguous()
             self.w = w.contiguous()
             self.page_stride = PAGE * (D // 2 + 4)
-            pool = torch.empty(self.num_pages, self.page_stride, dtype=torch.uint8, device=dev)
-            pool[:, :PAGE * D // 2] = kp.reshape(self.num_pages, PAGE * D // 2)
-            pool[:, PAGE * D // 2:] = ksc.reshape(self.num_pages, PAGE * 4)
-            self.pool = pool
+            self.pool = quant.mxfp4_pool(kp, ksc, PAGE)
             # What an engine on Hopper feeds DeepGEMM: fp8 copies of the dequantized keys and queries.
-            self.dg_k8, self.dg_ks = quant_fp8_rows(self.k_deq)
-            dq8, dqs = quant_fp8_rows(self.q_deq)
+            self.dg_k8, self.dg_ks = quant.fp8_rows(self.k_deq)
+            dq8, dqs = quant.fp8_rows(self.q_deq)
             self.dg_q, self.dg_w = dq8.contiguous(), (w * dqs).contiguous()
         if form == "decode":  # pages of each request in random physical order
             perm = torch.randperm(self.num_pages, generator=g, device=dev).int()
@@ -139,10 +103,7 @@ class Problem:
         del k_f, q_f
 
     def _dg_fp8_pool(self):
-        pool = torch.empty(self.num_pages, PAGE * (D + 4), dtype=torch.uint8, device="cuda")
-        pool[:, :PAGE * D] = self.dg_k8.view(torch.uint8).reshape(self.num_pages, PAGE * D)
-        pool[:, PAGE * D:] = self.dg_ks.contiguous().view(torch.uint8).reshape(self.num_pages, PAGE * 4)
-        return pool
+        return quant.fp8_pool(self.dg_k8, self.dg_ks, PAGE)
 
     def c_problem(self, accuracy, pool=None):
         p = C.new_problem()

@@ -13,7 +13,7 @@ Tensors (CONTRACT §2; D = 128, H = 32 or 64):
                int32 per-row lengths (DeepGEMM's form)
 Outputs: positions, slots [rows, K] int32 (-1 padding), scores [rows, K] float32 (-inf padding),
 counts [rows] int32, status [rows] int32 (CONTRACT §5 bits)."""
-from typing import List, NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import ctypes
 
