@@ -1,0 +1,1 @@
+"""Adapters that put flashindexer under an inference engine's indexer call."""
