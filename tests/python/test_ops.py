@@ -162,3 +162,26 @@ def test_bad_inputs_name_the_argument_expected_and_actual():
     assert not ok and "k" in why
     ok, why = fi.supports(q, w, pool, **kw)
     assert ok and why == "ok"
+
+
+def test_cuda_graph_replay_with_mutated_metadata(device):
+    if device.type != "cuda":
+        import pytest as _pytest
+        _pytest.skip("CUDA graphs need a CUDA device")
+    args, kw, _ = make("mxfp4", decode=True, batch=4, next_n=2, ctx=3000, k=256, device=device)
+    lens = kw["context_lens"]
+    out = fi.IndexerTopK(*(torch.empty_like(t) for t in fi.indexer_topk(*args, **kw)))
+    ws = torch.empty(1 << 24, dtype=torch.uint8, device=device)
+    fi.indexer_topk(*args, out=out, workspace=ws, **kw)  # warm up outside the capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fi.indexer_topk(*args, out=out, workspace=ws, **kw)
+    gen = torch.Generator().manual_seed(11)
+    for _ in range(5):
+        lens.copy_(torch.randint(1, 3001, lens.shape, generator=gen).int().to(device))
+        g.replay()
+        torch.cuda.synchronize()
+        want = fi.indexer_topk(*args, **kw)
+        for x, y in zip(out, want):
+            assert torch.equal(x, y)
