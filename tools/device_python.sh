@@ -3,7 +3,8 @@
 # binaries: the Python package's pytest suite with CUDA tensors against the carried
 # build/release/libflashindexer_c.so (pytest from the carried .whl/ wheels), then, unless
 # PEERS=0, bench/peers/run.sh (DeepGEMM beside us; needs .peers/ carried) with PEERS_ARGS.
-# Logs: $OUT/pytest.txt, $OUT/peers.jsonl, $OUT/peers.txt.
+# bench/python_overhead.py measures the eager Python-call overhead. Logs: $OUT/pytest.txt,
+# $OUT/overhead.jsonl, $OUT/peers.jsonl, $OUT/peers.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/flashindexer_out}
@@ -17,6 +18,9 @@ PYTHONPATH=/tmp/site FLASHINDEXER_LIB=$PWD/$lib_dir/libflashindexer_c.so FLASHIN
   python3 -m pytest -q -p no:cacheprovider tests/python > "$OUT/pytest.txt" 2>&1 || rc=1
 grep -E "passed|failed|error" "$OUT/pytest.txt" | tail -3
 grep -E "^(FAILED|ERROR)" "$OUT/pytest.txt" | head -10
+PYTHONPATH=python FLASHINDEXER_LIB=$PWD/$lib_dir/libflashindexer_c.so timeout 120 python3 bench/python_overhead.py \
+  > "$OUT/overhead.jsonl" 2>&1 || rc=1
+cat "$OUT/overhead.jsonl"
 if [ "${PEERS:-1}" != 0 ]; then
   # shellcheck disable=SC2086  # PEERS_ARGS: words for the harness
   timeout "${PEERS_TIMEOUT:-420}" bench/peers/run.sh "$lib_dir" ${PEERS_ARGS:-} || rc=1

@@ -13,8 +13,9 @@ MODES = {"production": 2.0 ** -8, "exact": 2e-4}
 @pytest.mark.parametrize("fmt", ["mxfp4", "fp8_e4m3"])
 @pytest.mark.parametrize("decode", [False, True])
 @pytest.mark.parametrize("accuracy", list(MODES))
-def test_scores_within_the_modes_bound_and_fused_equals_dense_then_topk(device, fmt, decode, accuracy):
-    args, kw, ref = make(fmt, decode=decode, next_n=2, device=device)
+@pytest.mark.parametrize("generator", ["gaussian", "ties", "plateau"])
+def test_scores_within_the_modes_bound_and_fused_equals_dense_then_topk(device, fmt, decode, accuracy, generator):
+    args, kw, ref = make(fmt, decode=decode, next_n=2, generator=generator, device=device)
     logits, status = fi.indexer_logits(*args, accuracy=accuracy, **{k: v for k, v in kw.items() if k != "k"})
     assert (status == 0).all()
     exact = reference.scores(ref["q_deq"], ref["k_deq"], ref["w"], ref["starts"], ref["ends"], kw["max_context"],
