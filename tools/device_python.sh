@@ -13,7 +13,10 @@ lib_dir=${LIB_DIR:-build/release}
 rc=0
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   > /dev/null 2>&1 || echo "pytest wheels did not install"
-PYTHONPATH=/tmp/site FLASHINDEXER_LIB=$PWD/$lib_dir/libflashindexer_c.so FLASHINDEXER_TEST_CUDA=1 \
+if [ -d .peers ] && ! ls /tmp/dg/dg/deep_gemm/_C*.so > /dev/null 2>&1; then  # DeepGEMM for test_deepgemm.py
+  bash .peers/build_deepgemm.sh /tmp/dg > "$OUT/peers_build.log" 2>&1 || echo "DeepGEMM did not build"
+fi
+PYTHONPATH=/tmp/site:/tmp/dg/dg FLASHINDEXER_LIB=$PWD/$lib_dir/libflashindexer_c.so FLASHINDEXER_TEST_CUDA=1 \
   LD_PRELOAD=$(ls /usr/lib/x86_64-linux-gnu/libstdc++.so.6) timeout "${PYTEST_TIMEOUT:-300}" \
   python3 -m pytest -q -p no:cacheprovider tests/python > "$OUT/pytest.txt" 2>&1 || rc=1
 grep -E "passed|failed|error" "$OUT/pytest.txt" | tail -3
