@@ -541,8 +541,9 @@ int bench_score(const BenchOptions& opt) {
                                         [&](const ScorePoint& pt) { return pt.name() == opt.only; })) {
     std::fprintf(stderr, "--only %s: no such point%s\n", opt.only.c_str(),
                  opt.full ? "" : " (the context and batch sweeps and GLM-5 need --full)");
-    return 2;
+    return kBenchExitUsage;
   }
+  if (!bench_device_usable("bench")) return kBenchExitNoDevice;
   cudaDeviceProp prop{};
   BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
   const double copy_gbps = copy_floor_gbps();

@@ -38,6 +38,12 @@ nlohmann::json topk_profile_json(const unsigned long long (&prof)[sm90::kTopKPro
   return per_cta;
 }
 
+bool bench_device_usable(const char* command) {
+  const BackendInfo cuda = list_backends()[1];
+  if (!cuda.usable) std::fprintf(stderr, "flashindexer: %s needs a usable CUDA device: %s\n", command, cuda.detail.c_str());
+  return cuda.usable;
+}
+
 int bench_topk(const BenchOptions& opt) {
   const Point points[] = {
       {"prefill_196k", 8192, 196608, 1024, true}, {"prefill_64k", 8192, 65536, 2048, false},
@@ -50,8 +56,9 @@ int bench_topk(const BenchOptions& opt) {
   if (!opt.only.empty() &&
       std::none_of(std::begin(points), std::end(points), [&](const Point& pt) { return opt.only == pt.name; })) {
     std::fprintf(stderr, "--only %s: no such point\n", opt.only.c_str());
-    return 2;
+    return kBenchExitUsage;
   }
+  if (!bench_device_usable("bench-topk")) return kBenchExitNoDevice;
   cudaDeviceProp prop{};
   BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
   // Floor: a device-to-device copy (bytes read + written) of 2 GiB.

@@ -18,6 +18,12 @@ struct BenchOptions {
   int k = 0;  // bench: top-k instead of the preset's (0: the preset's)
 };
 
+// Exit codes of the bench commands (docs/cli.md): 2 an unknown --only point, 6 no usable device.
+inline constexpr int kBenchExitUsage = 2;
+inline constexpr int kBenchExitNoDevice = 6;
+// The CUDA device, or a message on stderr and false.
+bool bench_device_usable(const char* command);
+
 int bench_topk(const BenchOptions& opt);
 int bench_score(const BenchOptions& opt);
 

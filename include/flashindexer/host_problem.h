@@ -69,6 +69,15 @@ Status run_dense_then_topk(const HostProblem& p, const Launch& launch, HostResul
 // "" when every output matches bit for bit; else a description of the first difference.
 std::string first_difference(const HostResults& a, const HostResults& b);
 
+// Up to `max_rows` rows of p spread evenly over it, as a problem of their own for checking a
+// sample (decode problems: the requests of those rows, each with all its next_n rows, so that
+// the rows keep their row form). Each row's scores and TopK do not depend on the other rows,
+// so the sample's results equal those rows of p's. The sample takes p's pool (moved, not
+// copied): give it back with p.pool = std::move(sample.pool). *rows gets the rows of p it holds.
+HostProblem take_row_sample(HostProblem& p, int64_t max_rows, std::vector<int64_t>* rows);
+// The given rows of r, in that order.
+HostResults select_rows(const HostResults& r, const std::vector<int64_t>& rows);
+
 // ---- problem files (safetensors) ---------------------------------------------
 Status read_problem_file(const std::string& path, HostProblem* out);
 Status parse_problem(const uint8_t* data, size_t size, HostProblem* out);

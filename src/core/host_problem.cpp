@@ -2,6 +2,7 @@
 #include "flashindexer/host_problem.h"
 #include "flashindexer/operators.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -487,6 +488,78 @@ Status run_dense_then_topk(const HostProblem& hp, const Launch& launch, HostResu
     out->logits_width = width;
   }
   return Status::ok();
+}
+
+HostProblem take_row_sample(HostProblem& p, int64_t max_rows, std::vector<int64_t>* rows) {
+  HostProblem s;
+  s.format = p.format;
+  s.num_heads = p.num_heads;
+  s.page_size = p.page_size;
+  s.page_stride = p.page_stride;
+  s.num_pages = p.num_pages;
+  s.k = p.k;
+  s.order = p.order;
+  s.accuracy = p.accuracy;
+  s.weight_scale = p.weight_scale;
+  s.weight_type = p.weight_type;
+  s.form = p.form;
+  s.next_n = p.next_n;
+  s.max_context = p.max_context;
+  s.table_width = p.table_width;
+  // Units: rows (ragged) or requests (decode), picked evenly.
+  const int64_t per = p.form == RowForm::kDecode ? p.next_n : 1;
+  const int64_t units = p.form == RowForm::kDecode ? p.num_requests : p.num_rows;
+  const int64_t want = std::clamp<int64_t>(max_rows / per, units > 0 ? 1 : 0, units);
+  std::vector<int64_t> picked;
+  for (int64_t i = 0; i < want; ++i) picked.push_back(want == 1 ? 0 : i * (units - 1) / (want - 1));
+  const size_t qb = p.q.size() / size_t(std::max<int64_t>(p.rows(), 1));
+  const size_t qsb = p.q_scale.size() / size_t(std::max<int64_t>(p.rows(), 1));
+  const size_t wb = p.weights.size() / size_t(std::max<int64_t>(p.rows(), 1));
+  rows->clear();
+  for (int64_t u : picked) {
+    for (int64_t n = 0; n < per; ++n) {
+      const int64_t r = u * per + n;
+      rows->push_back(r);
+      s.q.insert(s.q.end(), p.q.begin() + int64_t(qb) * r, p.q.begin() + int64_t(qb) * (r + 1));
+      s.q_scale.insert(s.q_scale.end(), p.q_scale.begin() + int64_t(qsb) * r, p.q_scale.begin() + int64_t(qsb) * (r + 1));
+      s.weights.insert(s.weights.end(), p.weights.begin() + int64_t(wb) * r, p.weights.begin() + int64_t(wb) * (r + 1));
+    }
+    if (p.form == RowForm::kDecode) {
+      s.context_lens.push_back(p.context_lens[size_t(u)]);
+      if (p.table_width > 0)
+        s.page_table.insert(s.page_table.end(), p.page_table.begin() + p.table_width * u,
+                            p.page_table.begin() + p.table_width * (u + 1));
+    } else {
+      s.row_batch.push_back(p.row_batch[size_t(u)]);
+      s.window_start.push_back(p.window_start[size_t(u)]);
+      s.window_end.push_back(p.window_end[size_t(u)]);
+    }
+  }
+  if (p.form == RowForm::kDecode) {
+    s.num_requests = int32_t(picked.size());
+  } else {
+    s.num_requests = p.num_requests;  // row_batch keeps naming p's requests
+    s.num_rows = int64_t(picked.size());
+    s.page_table = p.page_table;
+  }
+  s.pool = std::move(p.pool);
+  return s;
+}
+
+HostResults select_rows(const HostResults& r, const std::vector<int64_t>& rows) {
+  HostResults s;
+  s.rows = int64_t(rows.size());
+  s.k = r.k;
+  const auto take = [&](const auto& v, int64_t width, auto& out) {
+    if (v.empty()) return;
+    for (int64_t row : rows) out.insert(out.end(), v.begin() + row * width, v.begin() + (row + 1) * width);
+  };
+  take(r.positions, r.k, s.positions);
+  take(r.slots, r.k, s.slots);
+  take(r.scores, r.k, s.scores);
+  take(r.counts, 1, s.counts);
+  take(r.status, 1, s.status);
+  return s;
 }
 
 std::string first_difference(const HostResults& a, const HostResults& b) {

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 namespace flashindexer::safetensors {
@@ -103,6 +104,10 @@ Status Writer::write(const std::string& path) const {
 }
 
 Status read_file(const std::string& path, std::vector<uint8_t>* bytes) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return Status(StatusCode::kIoError, "path: no such file: " + path);
+  if (!std::filesystem::is_regular_file(path, ec))
+    return Status(StatusCode::kIoError, "path: expected a regular file, got a directory or special file: " + path);
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) return Status(StatusCode::kIoError, "path: cannot open " + path);
   const std::streamsize n = f.tellg();

@@ -29,13 +29,25 @@ struct Device {
   ClusterCapacity clusters;  // TopK's kStaged clusters that fit at once
 };
 
+// Why no device can be used, told apart: no driver at all, a driver older than this build's
+// runtime, no device, or another error.
+std::string no_device_reason(cudaError_t e) {
+  int driver = 0;
+  cudaDriverGetVersion(&driver);  // 0 when no driver is installed
+  const auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  if (driver == 0) return "no NVIDIA driver found (libcuda.so.1 is not installed)";
+  if (e == cudaErrorInsufficientDriver)
+    return "driver too old: it supports CUDA " + version(driver) + ", this build needs CUDA " + version(CUDART_VERSION);
+  if (e == cudaErrorNoDevice || e == cudaSuccess) return "no CUDA device present (driver for CUDA " + version(driver) + ")";
+  return std::string("no usable device: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
+}
+
 Device discover() {
   Device d;
   BackendInfo& info = d.info;
   int count = 0;
   if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess || count == 0) {
-    info.detail = e != cudaSuccess ? std::string("no usable device: ") + cudaGetErrorString(e)
-                                   : std::string("no CUDA device present");
+    info.detail = no_device_reason(e);
     cudaGetLastError();  // clear the sticky-free error state
     return d;
   }
@@ -49,7 +61,7 @@ Device discover() {
   const std::string name = std::string(prop.name) + " (sm_" + std::to_string(prop.major) +
                            std::to_string(prop.minor) + ")";
   if (prop.major != 9 || prop.minor != 0) {
-    info.detail = name + ": expected sm_90 (Hopper)";
+    info.detail = name + ": wrong architecture; the kernels need sm_90 (H100, H200)";
     return d;
   }
   if (cudaError_t e = sm90::arch_image_available(); e != cudaSuccess) {
