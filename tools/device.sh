@@ -10,7 +10,7 @@ OUT=${OUT:-/tmp/flashindexer_out}
 mkdir -p "$OUT"
 steps=${*:-test sanitize bench score}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv | tee "$OUT/gpu.txt"
-cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHINDEXER_CUDA=ON \
+cmake -S . -B build/device -G Ninja -DCMAKE_BUILD_TYPE=Release -DFLASHINDEXER_CUDA=ON -DFLASHINDEXER_PTXAS_VERBOSE=ON \
   -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" -DFLASHINDEXER_GTEST_SOURCE="$PWD/.deps/usr/src/googletest" \
   > "$OUT/configure.log" 2>&1 || { tail -30 "$OUT/configure.log"; exit 1; }
 cmake --build build/device -j "$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error" -A3 "$OUT/build.log" | head -40; exit 1; }

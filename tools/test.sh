@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs the CPU test suite twice: release (which also compiles the CUDA
-# sm_90a sources when nvcc is present) and AddressSanitizer + UBSan; then installs the
+# sm_90a sources when nvcc is present) and AddressSanitizer + UBSan; fuzzes the problem-file
+# reader for FUZZ_SECONDS (default 60; libFuzzer, clang, tests/fuzz/corpus seeds); then installs the
 # Python package (CPU build) into build/pyenv, a virtualenv with torch made once per machine
 # (torch from PyPI brings ~5 GB of CUDA libraries), and runs its pytest suite.
 # GPU tests (label gpu) are excluded here; tools/device.sh runs them on an H200.
@@ -14,6 +15,12 @@ for preset in release asan; do
   cmake --build --preset "$preset" -j "$jobs"
   ctest --preset "$preset" -j "$jobs"
 done
+echo "== fuzz =="
+cmake --preset fuzz >/dev/null
+cmake --build --preset fuzz -j "$jobs"
+rm -rf build/fuzz/corpus && mkdir -p build/fuzz/corpus
+build/fuzz/fuzz_problem_file -max_total_time="${FUZZ_SECONDS:-60}" -rss_limit_mb=2048 -print_final_stats=1 \
+  -artifact_prefix=build/fuzz/ build/fuzz/corpus tests/fuzz/corpus 2>&1 | tail -4
 echo "== python =="
 py=build/pyenv/bin/python
 [ -x "$py" ] || python3 -m venv build/pyenv

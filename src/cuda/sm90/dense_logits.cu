@@ -19,6 +19,9 @@ namespace {
 #define FI_DENSE_STORES 1
 #endif
 
+// kRegKeyPairs is read by a concept (paged_scorer.cuh, AsksRegKeyPairs), which nvcc's front end
+// does not count as a use (warning 177).
+#pragma nv_diag_suppress 177
 struct LogitsSink {
   static constexpr bool kLockstep = false;
   // Register-key groups of N <= 64 take their tiles in pairs (FI_SCORER_REG_PAIRS): V4-Pro
@@ -34,6 +37,7 @@ struct LogitsSink {
     }
   }
 };
+#pragma nv_diag_default 177
 
 // Consumer warpgroups of the dense kernel, each on every third tile where there are three
 // (the schedulers get more warps to issue from); else two:
