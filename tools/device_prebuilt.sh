@@ -66,6 +66,7 @@ for v in "${variants[@]}"; do
       # (Pairs runs at H = 32, whose pairs move no registers: at H = 64 racecheck did not finish
       # in 150-420 s, likely the setmaxnreg; a -DFI_STAGED_SETMAXNREG=0 build checks H = 64.)
       for c in EveryPosition GuessAndFallback Segments Fp8 LargeMerge Merge Pairs; do runs+=("memcheck:GpuFused.SanitizerDecodeClusters$c"); done
+      runs+=("memcheck:GpuFaults.SanitizerCorruptedMetadata")  # corrupted device metadata: nothing read out of bounds
       # The one-split lockstep finish (prefill's): memcheck on every case, racecheck on all but
       # the four ties cases, where racecheck reports hazards that barrier-instance counting and
       # schedule fuzzing do not bear out (docs/perf.md, session 23): run those on their own.

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <memory>
+#include <random>
 
 #include "cuda/heuristics.h"
 #include "cuda/sm90/fused_topk.h"
@@ -1146,6 +1148,218 @@ TEST(GpuFused, SanitizerSampledStart) {
   expect_sampled_start(true, 24576);
   expect_sampled_start(true, 24576, 512);
   expect_sampled_start(true, 24576, 2048, 32);
+}
+
+// ---- faults and soak: device metadata that changes under the operators -------------------------
+
+// Corrupts 1-3 random rows' device-side metadata of h (CONTRACT §5's checks: a window past
+// max_context or below 0 or reversed, a request out of range, a page-table entry outside the
+// pool inside a window; decode: a length past max_context, a negative length, a bad entry).
+// Returns the rows whose metadata changed (the table corruptions: the rows of that request).
+std::vector<int64_t> corrupt_metadata(HostProblem& h, std::mt19937& rng) {
+  std::vector<int64_t> changed;
+  const int n = 1 + int(rng() % 3);
+  for (int i = 0; i < n; ++i) {
+    const int kind = int(rng() % 3);
+    if (h.form == RowForm::kRagged) {
+      const int64_t r = int64_t(rng() % uint32_t(h.num_rows));
+      const int32_t b = h.row_batch[size_t(r)];
+      if (kind == 0) {
+        switch (rng() % 4) {
+          case 0: h.window_end[size_t(r)] = int32_t(h.max_context + 1 + rng() % 100); break;
+          case 1: h.window_start[size_t(r)] = -1 - int32_t(rng() % 100); break;
+          case 2: h.window_start[size_t(r)] = h.window_end[size_t(r)] + 1 + int32_t(rng() % 10); break;
+          default: h.row_batch[size_t(r)] = rng() % 2 ? h.num_requests + int32_t(rng() % 5) : -1; break;
+        }
+        changed.push_back(r);
+      } else if (b >= 0 && b < h.num_requests && h.window_end[size_t(r)] > 0) {
+        const int64_t page = int64_t(rng() % uint32_t((h.window_end[size_t(r)] + h.page_size - 1) / h.page_size));
+        h.page_table[size_t(b * h.table_width + page)] =
+            rng() % 2 ? int32_t(h.num_pages + rng() % 1000) : -1 - int32_t(rng() % 1000);
+        for (int64_t q = 0; q < h.num_rows; ++q)
+          if (h.row_batch[size_t(q)] == b) changed.push_back(q);
+      }
+    } else {
+      const int32_t b = int32_t(rng() % uint32_t(h.num_requests));
+      if (kind == 0) {
+        h.context_lens[size_t(b)] = int32_t(h.max_context + 1 + rng() % 100);
+      } else if (kind == 1) {
+        h.context_lens[size_t(b)] = -int32_t(rng() % 50);  // an empty window, not a failure
+      } else if (h.context_lens[size_t(b)] > 0) {
+        const int64_t page = int64_t(rng() % uint32_t((h.context_lens[size_t(b)] + h.page_size - 1) / h.page_size));
+        h.page_table[size_t(b * h.table_width + page)] = int32_t(h.num_pages + rng() % 1000);
+      }
+      for (int32_t n2 = 0; n2 < h.next_n; ++n2) changed.push_back(int64_t(b) * h.next_n + n2);
+    }
+  }
+  return changed;
+}
+
+// Row by row: a row the CPU backend fails has the same status bits, count 0 and padding; a
+// changed row the CPU leaves valid (an empty window) is empty too; every other row equals the
+// uncorrupted run's.
+void expect_fails_only_changed_rows(const HostResults& bad, const HostResults& clean, const HostResults& cpu,
+                                    const std::vector<int64_t>& changed, const std::string& what, int64_t* failed) {
+  for (int64_t r = 0; r < bad.rows; ++r) {
+    const size_t k0 = size_t(r * bad.k);
+    const bool was_changed = std::find(changed.begin(), changed.end(), r) != changed.end();
+    ASSERT_EQ(bad.status[size_t(r)], cpu.status[size_t(r)]) << what << " row " << r;
+    if ((cpu.status[size_t(r)] & row_status::kFailMask) != 0 || (was_changed && cpu.counts[size_t(r)] == 0)) {
+      *failed += (cpu.status[size_t(r)] & row_status::kFailMask) != 0;
+      ASSERT_EQ(bad.counts[size_t(r)], 0) << what << " row " << r;
+      for (int32_t i = 0; i < bad.k; ++i) {
+        ASSERT_EQ(bad.positions[k0 + size_t(i)], -1) << what << " row " << r;
+        ASSERT_EQ(bad.slots[k0 + size_t(i)], -1) << what << " row " << r;
+        ASSERT_TRUE(std::isinf(bad.scores[k0 + size_t(i)]) && bad.scores[k0 + size_t(i)] < 0) << what << " row " << r;
+      }
+    } else if (!was_changed) {
+      ASSERT_EQ(bad.counts[size_t(r)], clean.counts[size_t(r)]) << what << " row " << r;
+      ASSERT_TRUE(std::equal(bad.positions.begin() + int64_t(k0), bad.positions.begin() + int64_t(k0) + bad.k,
+                             clean.positions.begin() + int64_t(k0)))
+          << what << " row " << r;
+      ASSERT_TRUE(std::memcmp(bad.scores.data() + k0, clean.scores.data() + k0, size_t(bad.k) * 4) == 0)
+          << what << " row " << r;
+    }
+  }
+}
+
+void expect_corruption_fails_closed(int trials, uint32_t seed, int64_t* cases, int64_t* failed) {
+  std::mt19937 rng(seed);
+  for (CacheFormat f : kFormats)
+    for (RowForm form : {RowForm::kRagged, RowForm::kDecode})
+      for (int t = 0; t < trials; ++t) {
+        SyntheticSpec s = form == RowForm::kDecode ? decode_rows(f, Generator::kGaussian, 6, 5000, 256, 300 + t)
+                                                   : spec(f, Generator::kGaussian, 12, 3, 5000, 256, 300 + t);
+        s.accuracy = kAccuracies[t % 2];
+        const HostProblem clean = make(s);
+        HostProblem bad = clean;
+        const std::vector<int64_t> changed = corrupt_metadata(bad, rng);
+        const std::string what = std::string(name(f)) + (form == RowForm::kDecode ? " decode" : " prefill") +
+                                 " trial " + std::to_string(t);
+        HostResults on_cpu;
+        ASSERT_TRUE(run_fused(bad, cpu(), &on_cpu).is_ok()) << what;
+        DeviceProblem dc(clean), db(bad);
+        const HostResults fused_clean = gpu_fused(dc.p), fused_bad = gpu_fused(db.p);
+        expect_fails_only_changed_rows(fused_bad, fused_clean, on_cpu, changed, what + " fused", failed);
+        const DenseThenTopK dense_clean = gpu_dense_then_topk(dc.p), dense_bad = gpu_dense_then_topk(db.p);
+        expect_fails_only_changed_rows(dense_bad.results, dense_clean.results, on_cpu, changed,
+                                       what + " dense + TopK", failed);
+        EXPECT_EQ(first_difference(dense_bad.results, fused_bad), "") << what;
+        const int64_t width = std::max<int64_t>(bad.max_context, 1);
+        for (int64_t r = 0; r < bad.rows(); ++r) {  // a failed row's logits are all -inf
+          if ((on_cpu.status[size_t(r)] & row_status::kFailMask) == 0) continue;
+          for (int64_t c = 0; c < width; ++c) {
+            const float v = dense_bad.logits[size_t(r * width + c)];
+            ASSERT_TRUE(std::isinf(v) && v < 0) << what << " logits row " << r << " column " << c;
+          }
+        }
+        ++*cases;
+      }
+}
+
+// Random corrupted device metadata on every operator (dense logits, TopK over logits, fused),
+// both formats, both row forms and both score modes: only the corrupted rows change, and they
+// fail closed with the CPU backend's status bits (CONTRACT §5).
+TEST(GpuFaults, RandomCorruptedMetadataFailsThoseRowsOnly) {
+  SKIP_WITHOUT_GPU();
+  int64_t cases = 0, failed = 0;
+  expect_corruption_fails_closed(10, 2026, &cases, &failed);
+  EXPECT_EQ(cases, 40);
+  EXPECT_GT(failed, 40);
+  std::printf("[ faults   ] %lld corrupted problems, %lld rows failed closed as the CPU's\n", (long long)cases,
+              (long long)failed);
+}
+
+// The same under compute-sanitizer memcheck (tools/device_prebuilt.sh): nothing outside the
+// pool, the table or the outputs is read or written.
+TEST(GpuFaults, SanitizerCorruptedMetadata) {
+  SKIP_WITHOUT_GPU();
+  int64_t cases = 0, failed = 0;
+  expect_corruption_fails_closed(1, 77, &cases, &failed);
+  EXPECT_EQ(cases, 4);
+}
+
+// 1,000 replays of one captured graph (500 decode, 500 prefill), each with random metadata
+// (lengths and windows anywhere, some empty, some past max_context), every output against the
+// GPU dense + TopK and the CPU TopK over the same logits.
+TEST(GpuSoak, ThousandGraphReplaysWithRandomMetadata) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(4242);
+  int replays = 0, failing_rows = 0;
+  for (const RowForm form : {RowForm::kDecode, RowForm::kRagged}) {
+    SyntheticSpec s = form == RowForm::kDecode ? decode_rows(CacheFormat::kMxfp4, Generator::kGaussian, 6, 6000, 256, 500)
+                                               : spec(CacheFormat::kFp8E4M3, Generator::kGaussian, 12, 3, 6000, 256, 501);
+    HostProblem h = make(s);
+    DeviceProblem d(h);
+    FusedRun f(d.p);
+    cudaStream_t stream;
+    GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    GPU_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    const Status st = f.run(d.p, stream);
+    GPU_CHECK(cudaStreamEndCapture(stream, &graph));
+    ASSERT_TRUE(st.is_ok()) << st.to_string();
+    GPU_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    const int32_t max_context = int32_t(h.max_context);
+    for (int i = 0; i < 500; ++i) {
+      if (form == RowForm::kDecode) {
+        for (int32_t& len : h.context_lens) len = int32_t(rng() % uint32_t(max_context + 60)) - 20;
+        GPU_CHECK(cudaMemcpy(d.context_lens.get(), h.context_lens.data(), h.context_lens.size() * 4,
+                             cudaMemcpyHostToDevice));
+      } else {
+        for (size_t r = 0; r < h.window_start.size(); ++r) {
+          h.window_start[r] = int32_t(rng() % uint32_t(max_context));
+          h.window_end[r] = h.window_start[r] + int32_t(rng() % 3000) - 100;
+          if (rng() % 10 == 0) h.window_end[r] = max_context + 1;
+        }
+        GPU_CHECK(cudaMemcpy(d.window_start.get(), h.window_start.data(), h.window_start.size() * 4,
+                             cudaMemcpyHostToDevice));
+        GPU_CHECK(cudaMemcpy(d.window_end.get(), h.window_end.data(), h.window_end.size() * 4, cudaMemcpyHostToDevice));
+      }
+      GPU_CHECK(cudaGraphLaunch(exec, stream));
+      GPU_CHECK(cudaStreamSynchronize(stream));
+      const HostResults got = f.out.host();
+      const DenseThenTopK dense = gpu_dense_then_topk(d.p);
+      ASSERT_EQ(first_difference(dense.results, got), "") << "replay " << replays;
+      ASSERT_EQ(first_difference(cpu_topk_of(h, dense.logits), got), "") << "replay " << replays;
+      for (uint32_t b : got.status) failing_rows += (b & row_status::kFailMask) != 0;
+      ++replays;
+    }
+    GPU_CHECK(cudaGraphExecDestroy(exec));
+    GPU_CHECK(cudaGraphDestroy(graph));
+    GPU_CHECK(cudaStreamDestroy(stream));
+  }
+  EXPECT_EQ(replays, 1000);
+  EXPECT_GT(failing_rows, 0);
+  std::printf("[ soak     ] %d graph replays, %d rows failed closed, all equal to dense + TopK and the CPU TopK\n",
+              replays, failing_rows);
+}
+
+// Four streams at once, each with its own outputs and workspace, on one problem: the same
+// results as one call alone.
+TEST(GpuSoak, StreamsWithTheirOwnWorkspacesAgree) {
+  SKIP_WITHOUT_GPU();
+  SyntheticSpec prefill = spec(CacheFormat::kMxfp4, Generator::kStructured, 24, 2, 9000, 512, 600);
+  SyntheticSpec decode = decode_rows(CacheFormat::kFp8E4M3, Generator::kGaussian, 8, 30000, 2048, 601);
+  for (const SyntheticSpec& s : {prefill, decode}) {
+    const HostProblem h = make(s);
+    DeviceProblem d(h);
+    const HostResults alone = gpu_fused(d.p);
+    std::vector<std::unique_ptr<FusedRun>> runs;
+    std::vector<cudaStream_t> streams(4);
+    for (cudaStream_t& st : streams) {
+      GPU_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+      runs.push_back(std::make_unique<FusedRun>(d.p));
+    }
+    for (int round = 0; round < 5; ++round)
+      for (size_t i = 0; i < streams.size(); ++i) ASSERT_TRUE(runs[i]->run(d.p, streams[i]).is_ok());
+    GPU_CHECK(cudaDeviceSynchronize());
+    for (size_t i = 0; i < streams.size(); ++i) {
+      EXPECT_EQ(first_difference(alone, runs[i]->out.host()), "") << "stream " << i;
+      GPU_CHECK(cudaStreamDestroy(streams[i]));
+    }
+  }
 }
 
 }  // namespace
