@@ -2,10 +2,10 @@
 
 | function | whose signature | differences |
 |---|---|---|
-| `fp8_fp4_mqa_logits` | DeepGEMM | keys `(kv [N, D] e4m3, kv_sf [N] fp32)` or `(kv [N, D/2] packed E2M1, kv_sf [N] int32 = 4 UE8M0 bytes)` are copied into 64-token pages per call (N x 132 or 68 bytes); logits are always -inf outside the window (`clean_logits` has no cost); rows are not padded to 256 columns; scores follow CONTRACT §4's production mode |
+| `fp8_fp4_mqa_logits` | DeepGEMM | keys `(kv [N, D] e4m3, kv_sf [N] fp32)` or `(kv [N, D/2] packed E2M1, kv_sf [N] int32 = 4 UE8M0 bytes)` are copied into 64-token pages per call (N x 132 or 68 bytes); logits are always -inf outside the window (`clean_logits` has no cost); rows are not padded to 256 columns; scores follow the production mode (docs/semantics.md) |
 | `get_paged_mqa_logits_metadata` | DeepGEMM | returns a zero `[num_sms + 1, 2]` int32 tensor: flashindexer plans on the host from bounds and needs no schedule |
 | `fp8_fp4_paged_mqa_logits` | DeepGEMM | the uint8 `[num_blocks, block_kv, 1, D + 4]` (or `D/2 + 4`) cache is read in place as flashindexer pages; `context_lens` `[B]` or `[B, next_n]`; `-inf` outside each row's window whatever `clean_logits` says |
-| `fast_topk_v2` | SGLang | indices relative to the row start, -1 padding, in ascending position order (SGLang's order is unspecified); exact under CONTRACT §3's order (NaN lowest, -0 < +0, ties to the lower position) |
+| `fast_topk_v2` | SGLang | indices relative to the row start, -1 padding, in ascending position order (SGLang's order is unspecified); exact under the total order of docs/semantics.md (NaN lowest, -0 < +0, ties to the lower position) |
 | `fast_topk_transform_fused` | SGLang | as `fast_topk_v2`, then mapped through `page_table_size_1[request, index]`; rows belong to requests by `cu_seqlens_q` |
 | `top_k_per_row_prefill`, `top_k_per_row_decode` | vLLM | write `indices` in place (relative to the row start, -1 padding), ascending position order (vLLM's is unspecified), exact |
 """

@@ -2,7 +2,7 @@
 implementations for torch.compile, the caller's current stream, workspaces from torch's
 caching allocator (or a caller-passed uint8 tensor), nothing that breaks CUDA-graph capture.
 
-Tensors (CONTRACT §2; D = 128, H = 32 or 64):
+Tensors (docs/layouts.md; D = 128, H = 32 or 64):
   q            fp8_e4m3: [rows, H, 128] float8_e4m3fn or uint8; mxfp4: [rows, H, 64] uint8 (packed E2M1)
   q_scale      mxfp4 only: [rows, H, 4] uint8 (UE8M0)
   weights      [rows, H] float32 or bfloat16
@@ -12,7 +12,7 @@ Tensors (CONTRACT §2; D = 128, H = 32 or 64):
                decode: context_lens [num_requests] int32 with next_n, or [num_requests, next_n]
                int32 per-row lengths (DeepGEMM's form)
 Outputs: positions, slots [rows, K] int32 (-1 padding), scores [rows, K] float32 (-inf padding),
-counts [rows] int32, status [rows] int32 (CONTRACT §5 bits)."""
+counts [rows] int32, status [rows] int32 (the row status bits of docs/semantics.md)."""
 from typing import NamedTuple, Optional, Tuple
 
 import ctypes
@@ -358,7 +358,7 @@ def indexer_topk(q: Tensor, weights: Tensor, kv_pool: Tensor, *, format: str, k:
                  context_lens: Optional[Tensor] = None, next_n: int = 1, weight_scale: float = 1.0,
                  order: str = "position", accuracy: str = "production", workspace: Optional[Tensor] = None,
                  out: Optional[IndexerTopK] = None) -> IndexerTopK:
-    """Fused scoring + exact TopK (CONTRACT §1, §3) without the [rows, context] score matrix.
+    """Fused scoring + exact TopK (docs/semantics.md) without the [rows, context] score matrix.
     With out=IndexerTopK(...) of preallocated tensors the results are written in place."""
     args = (q, q_scale, weights, kv_pool, page_table, row_batch, window_start, window_end, context_lens, next_n,
             num_requests, max_context, page_size, k, format, order, accuracy, float(weight_scale), workspace)
@@ -385,7 +385,7 @@ def topk(logits: Tensor, k: int, *, max_context: Optional[int] = None, window_st
          num_requests: Optional[int] = None, context_lens: Optional[Tensor] = None, next_n: int = 1,
          page_table: Optional[Tensor] = None, page_size: int = 64, num_pages: Optional[int] = None,
          order: str = "position", workspace: Optional[Tensor] = None) -> IndexerTopK:
-    """Exact TopK over float32 logits (CONTRACT §3), any fp32 input. Without a page table the
+    """Exact TopK over float32 logits (docs/semantics.md), any fp32 input. Without a page table the
     slots equal the positions; num_pages then defaults to cover max_context."""
     if max_context is None:
         max_context = logits.shape[-1]

@@ -1,7 +1,7 @@
 """Quantization as the models do it (REFERENCE §5), in PyTorch, into flashindexer's layouts:
 fp8 e4m3 with one fp32 scale per vector (amax / 448), and mxfp4 (E2M1 values, one UE8M0
 scale 2^ceil(log2(amax / 6)) per 32 elements). Paged pools hold, per page, page_size token
-values then their scales (CONTRACT §2.1)."""
+values then their scales (docs/layouts.md)."""
 import torch
 
 E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)

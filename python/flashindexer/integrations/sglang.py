@@ -5,7 +5,7 @@ per attention backend, `FusedIndexer` probes `supports` for the backend's shapes
 path before any CUDA-graph capture; each call then runs `indexer_topk` (no logits) and writes the
 physical C4 slots, and optionally the request-local indices, into the caller's tensors. Where the
 fused operator is unsupported, or FLASHINDEXER_FUSED=0, it runs our dense logits + TopK instead:
-the same outputs bit for bit (CONTRACT §3), only slower and with the logits' memory.
+the same outputs bit for bit (docs/semantics.md), only slower and with the logits' memory.
 
     indexer = FusedIndexer(format="mxfp4", num_heads=64, k=512, max_context=262144, device="cuda")
     indexer.decode(q, q_scale, weights, kv_pool, page_table, seq_lens, out_slots=topk_slots)
