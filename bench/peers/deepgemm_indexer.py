@@ -26,6 +26,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from flashindexer import _capi as C  # noqa: E402
 from flashindexer import quant  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from torch_timing import median_ms  # noqa: E402
+
 H, D, PAGE = 64, 128, 64
 
 # name: (preset, format, K, form, rows or batch, context, next_n)
@@ -273,17 +276,7 @@ class DeepGemm:
 # ---- timing ----------------------------------------------------------------------------------
 
 def event_ms(fn, iters):
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return sorted(times)[len(times) // 2]
+    return median_ms(fn, 1, iters)
 
 
 def graph_ms(fns, reps=20):

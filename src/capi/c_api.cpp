@@ -13,16 +13,39 @@ namespace fi = flashindexer;
 
 namespace {
 
+// The row description and the page map, which both C problem structs spell the same way.
+template <class CProblem>
+fi::Rows rows_of(const CProblem& c) {
+  fi::Rows r;
+  r.form = static_cast<fi::RowForm>(c.row_form);
+  r.num_requests = c.num_requests;
+  r.next_n = c.next_n;
+  r.num_rows = c.num_rows;
+  r.row_batch = c.row_batch;
+  r.window_start = c.window_start;
+  r.window_end = c.window_end;
+  r.context_lens = c.context_lens;
+  r.max_context = c.max_context;
+  return r;
+}
+
+template <class CProblem>
+fi::PageMap pages_of(const CProblem& c) {
+  fi::PageMap m;
+  m.page_size = c.page_size;
+  m.num_pages = c.num_pages;
+  m.table = c.table;
+  m.table_width = c.table_width;
+  m.table_row_stride = c.table_row_stride;
+  return m;
+}
+
 fi::IndexerProblem to_cpp(const fi_indexer_problem& c) {
   fi::IndexerProblem p;
   p.cache.format = static_cast<fi::CacheFormat>(c.format);
   p.cache.pool = c.pool;
   p.cache.page_stride = c.page_stride;
-  p.cache.pages.page_size = c.page_size;
-  p.cache.pages.num_pages = c.num_pages;
-  p.cache.pages.table = c.table;
-  p.cache.pages.table_width = c.table_width;
-  p.cache.pages.table_row_stride = c.table_row_stride;
+  p.cache.pages = pages_of(c);
   p.queries.num_heads = c.num_heads;
   p.queries.weight_type = static_cast<fi::WeightType>(c.weight_type);
   p.queries.q = c.q;
@@ -34,15 +57,7 @@ fi::IndexerProblem to_cpp(const fi_indexer_problem& c) {
   p.queries.weights = c.weights;
   p.queries.weights_row_stride = c.weights_row_stride;
   p.queries.weight_scale = c.weight_scale;
-  p.rows.form = static_cast<fi::RowForm>(c.row_form);
-  p.rows.num_requests = c.num_requests;
-  p.rows.next_n = c.next_n;
-  p.rows.num_rows = c.num_rows;
-  p.rows.row_batch = c.row_batch;
-  p.rows.window_start = c.window_start;
-  p.rows.window_end = c.window_end;
-  p.rows.context_lens = c.context_lens;
-  p.rows.max_context = c.max_context;
+  p.rows = rows_of(c);
   p.k = c.k;
   p.order = static_cast<fi::OutputOrder>(c.order);
   p.accuracy = static_cast<fi::ScoreAccuracy>(c.accuracy);
@@ -53,20 +68,8 @@ fi::TopKProblem to_cpp(const fi_topk_problem& c) {
   fi::TopKProblem p;
   p.logits = c.logits;
   p.logits_row_stride = c.logits_row_stride;
-  p.rows.form = static_cast<fi::RowForm>(c.row_form);
-  p.rows.num_requests = c.num_requests;
-  p.rows.next_n = c.next_n;
-  p.rows.num_rows = c.num_rows;
-  p.rows.row_batch = c.row_batch;
-  p.rows.window_start = c.window_start;
-  p.rows.window_end = c.window_end;
-  p.rows.context_lens = c.context_lens;
-  p.rows.max_context = c.max_context;
-  p.pages.page_size = c.page_size;
-  p.pages.num_pages = c.num_pages;
-  p.pages.table = c.table;
-  p.pages.table_width = c.table_width;
-  p.pages.table_row_stride = c.table_row_stride;
+  p.rows = rows_of(c);
+  p.pages = pages_of(c);
   p.k = c.k;
   p.order = static_cast<fi::OutputOrder>(c.order);
   return p;
