@@ -12,7 +12,9 @@ jobs=$(nproc)
 for preset in release asan; do
   echo "== $preset =="
   cmake --preset "$preset" >/dev/null
-  cmake --build --preset "$preset" -j "$jobs"
+  cmake --build --preset "$preset" -j "$jobs" 2>&1 | tee "build/$preset-build.log"
+  # A default build is quiet: no compiler warnings, no ptxas reports (-DFLASHINDEXER_PTXAS_VERBOSE=ON prints them).
+  if grep -iE "warning|ptxas info" "build/$preset-build.log"; then echo "the $preset build is not quiet" >&2; exit 1; fi
   ctest --preset "$preset" -j "$jobs"
 done
 echo "== fuzz =="

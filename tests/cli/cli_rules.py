@@ -81,6 +81,8 @@ CASES = [
                                  "400", "--k", "32"], 0, r'"verified":true,"verified_rows":64,"verify":"sample"'),
     ("progress lines", ["run", "--rows", "64", "--context", "2000", "--k", "32", "--progress", "--verify", "full"], 0,
      r"flashindexer: fused on cpu: \d+ s elapsed, about \d+ s left \(estimate\)"),
+    ("bench without a device", ["bench", "--json"], 6, r"bench needs a usable CUDA device: \S"),
+    ("help cites the project's own docs", ["run", "--help"], 0, r"^(?![\s\S]*CONTRACT)[\s\S]*docs/semantics\.md"),
     ("info names why cuda is unusable", ["info"], 0,
      r"cuda +compiled=(yes usable=(yes|no) +\S|no usable=no +not compiled in)"),
 ]
@@ -94,8 +96,10 @@ def main():
     bad = 0
     for what, args, code, pattern in CASES:
         args = [PROBLEM if a == "@P" else FAILING if a == "@F" else a for a in args]
-        if has_gpu and what == "cuda backend without a device":
+        if has_gpu and what in ("cuda backend without a device", "bench without a device"):
             continue
+        if what == "bench without a device" and "not compiled in" in run(["info"])[1]:
+            continue  # CPU-only builds have no bench command
         got, out, err = run(args, {"FLASHINDEXER_PROGRESS_INTERVAL": "0.05"})
         text = out + err
         ok = got == code and re.search(pattern, text)
