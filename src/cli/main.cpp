@@ -335,6 +335,13 @@ int cmd_run(Options o) {
     Progress progress(o.progress, o.problem.empty() ? "generating the problem" : "reading " + o.problem, 0);
     if (fi::Status s = build_problem(o, &hp); !s.is_ok()) return fail(s);
   }
+  if (!o.problem.empty() && o.verify != "none") {  // the check's logits come on top of the file's buffers
+    const double rows = double(o.verify == "full" ? hp.rows() : std::min<int64_t>(hp.rows(), kSampleRows));
+    const double need = rows * double(std::max<int64_t>(hp.max_context, 1)) * 4, have = available_host_bytes();
+    if (need > have)
+      return fail(kExitUsage, "--verify " + o.verify + ": the check's logits need about " + gib(need) +
+                                  " of host memory; " + gib(have) + " are available: use --verify sample or none");
+  }
   fi::Launch launch;
   launch.backend = run_backend(o.backend);
   launch.cpu_threads = o.threads;
