@@ -241,7 +241,8 @@ def _indexer_topk_into(outs, q, q_scale, weights, kv_pool, page_table, row_batch
     C.call(C.lib().fi_fused_topk, ctypes.byref(ind.problem), ctypes.byref(o), ctypes.byref(launch))
 
 
-def _indexer_topk_impl(q: Tensor, q_scale: Optional[Tensor], weights: Tensor, kv_pool: Tensor,
+@torch.library.custom_op("flashindexer::indexer_topk", mutates_args=())
+def indexer_topk_op(q: Tensor, q_scale: Optional[Tensor], weights: Tensor, kv_pool: Tensor,
                     page_table: Optional[Tensor], row_batch: Optional[Tensor], window_start: Optional[Tensor],
                     window_end: Optional[Tensor], context_lens: Optional[Tensor], next_n: int,
                     num_requests: Optional[int], max_context: int, page_size: int, k: int, format: str, order: str,
@@ -252,9 +253,6 @@ def _indexer_topk_impl(q: Tensor, q_scale: Optional[Tensor], weights: Tensor, kv
                        context_lens, next_n, num_requests, max_context, page_size, k, format, order, accuracy,
                        weight_scale, workspace)
     return outs
-
-
-indexer_topk_op = torch.library.custom_op("flashindexer::indexer_topk", mutates_args=())(_indexer_topk_impl)
 
 
 @indexer_topk_op.register_fake
@@ -282,7 +280,8 @@ def _(*args):
 
 # ---- flashindexer::indexer_logits (dense) ------------------------------------------------------
 
-def _indexer_logits_impl(q: Tensor, q_scale: Optional[Tensor], weights: Tensor, kv_pool: Tensor,
+@torch.library.custom_op("flashindexer::indexer_logits", mutates_args=())
+def indexer_logits_op(q: Tensor, q_scale: Optional[Tensor], weights: Tensor, kv_pool: Tensor,
                       page_table: Optional[Tensor], row_batch: Optional[Tensor], window_start: Optional[Tensor],
                       window_end: Optional[Tensor], context_lens: Optional[Tensor], next_n: int,
                       num_requests: Optional[int], max_context: int, page_size: int, format: str, accuracy: str,
@@ -299,9 +298,6 @@ def _indexer_logits_impl(q: Tensor, q_scale: Optional[Tensor], weights: Tensor, 
     launch, ws = _launch(dev, workspace, nbytes)
     C.call(C.lib().fi_dense_logits, ctypes.byref(ind.problem), ctypes.byref(lo), ctypes.byref(launch))
     return logits, status
-
-
-indexer_logits_op = torch.library.custom_op("flashindexer::indexer_logits", mutates_args=())(_indexer_logits_impl)
 
 
 @indexer_logits_op.register_fake
@@ -336,7 +332,8 @@ def _topk_into(outs, logits, row_batch, window_start, window_end, context_lens, 
     C.call(C.lib().fi_topk_over_logits, ctypes.byref(t), ctypes.byref(o), ctypes.byref(launch))
 
 
-def _topk_impl(logits: Tensor, row_batch: Optional[Tensor], window_start: Optional[Tensor], window_end: Optional[Tensor],
+@torch.library.custom_op("flashindexer::topk", mutates_args=())
+def topk_op(logits: Tensor, row_batch: Optional[Tensor], window_start: Optional[Tensor], window_end: Optional[Tensor],
             context_lens: Optional[Tensor], next_n: int, num_requests: Optional[int], max_context: int,
             page_table: Optional[Tensor], page_size: int, num_pages: int, k: int, order: str,
             workspace: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
@@ -346,9 +343,6 @@ def _topk_impl(logits: Tensor, row_batch: Optional[Tensor], window_start: Option
     return outs
 
 
-topk_op = torch.library.custom_op("flashindexer::topk", mutates_args=())(_topk_impl)
-
-
 @topk_op.register_fake
 def _(logits, row_batch, window_start, window_end, context_lens, next_n, num_requests, max_context, page_table,
       page_size, num_pages, k, order, workspace):
@@ -356,13 +350,6 @@ def _(logits, row_batch, window_start, window_end, context_lens, next_n, num_req
 
 
 # ---- the Python entry points -------------------------------------------------------------------
-
-def _eager(*tensors):
-    """True for a plain eager call: no tracing and no tensor subclasses (fake or functional
-    tensors while torch.compile or export traces). Such a call skips the op dispatcher (tens of
-    microseconds per call) and runs the implementation the op registers, with the same results."""
-    return not torch.compiler.is_compiling() and all(t is None or type(t) is Tensor for t in tensors)
-
 
 def indexer_topk(q: Tensor, weights: Tensor, kv_pool: Tensor, *, format: str, k: int, max_context: int,
                  q_scale: Optional[Tensor] = None, page_table: Optional[Tensor] = None, page_size: int = 64,
@@ -375,15 +362,10 @@ def indexer_topk(q: Tensor, weights: Tensor, kv_pool: Tensor, *, format: str, k:
     With out=IndexerTopK(...) of preallocated tensors the results are written in place."""
     args = (q, q_scale, weights, kv_pool, page_table, row_batch, window_start, window_end, context_lens, next_n,
             num_requests, max_context, page_size, k, format, order, accuracy, float(weight_scale), workspace)
-    eager = _eager(q, q_scale, weights, kv_pool, page_table, row_batch, window_start, window_end, context_lens,
-                   workspace, *(out or ()))
     if out is not None:
-        if eager:
-            _indexer_topk_into(tuple(out), *args)
-        else:
-            torch.ops.flashindexer.indexer_topk_out(*args, *out)
+        torch.ops.flashindexer.indexer_topk_out(*args, *out)
         return IndexerTopK(*out)
-    return IndexerTopK(*(_indexer_topk_impl(*args) if eager else torch.ops.flashindexer.indexer_topk(*args)))
+    return IndexerTopK(*torch.ops.flashindexer.indexer_topk(*args))
 
 
 def indexer_logits(q: Tensor, weights: Tensor, kv_pool: Tensor, *, format: str, max_context: int,
@@ -393,11 +375,9 @@ def indexer_logits(q: Tensor, weights: Tensor, kv_pool: Tensor, *, format: str, 
                    context_lens: Optional[Tensor] = None, next_n: int = 1, weight_scale: float = 1.0,
                    accuracy: str = "production", workspace: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """Dense logits [rows, max_context] float32 (-inf outside each window) and the row status."""
-    args = (q, q_scale, weights, kv_pool, page_table, row_batch, window_start, window_end, context_lens, next_n,
-            num_requests, max_context, page_size, format, accuracy, float(weight_scale), workspace)
-    if _eager(q, q_scale, weights, kv_pool, page_table, row_batch, window_start, window_end, context_lens, workspace):
-        return _indexer_logits_impl(*args)
-    return torch.ops.flashindexer.indexer_logits(*args)
+    return torch.ops.flashindexer.indexer_logits(q, q_scale, weights, kv_pool, page_table, row_batch, window_start,
+                                                 window_end, context_lens, next_n, num_requests, max_context,
+                                                 page_size, format, accuracy, float(weight_scale), workspace)
 
 
 def topk(logits: Tensor, k: int, *, max_context: Optional[int] = None, window_start: Optional[Tensor] = None,
@@ -411,11 +391,9 @@ def topk(logits: Tensor, k: int, *, max_context: Optional[int] = None, window_st
         max_context = logits.shape[-1]
     if num_pages is None:
         num_pages = max(1, -(-max_context // page_size)) if page_table is None else 2 ** 31 - 1
-    args = (logits, row_batch, window_start, window_end, context_lens, next_n, num_requests, max_context, page_table,
-            page_size, num_pages, k, order, workspace)
-    if _eager(logits, row_batch, window_start, window_end, context_lens, page_table, workspace):
-        return IndexerTopK(*_topk_impl(*args))
-    return IndexerTopK(*torch.ops.flashindexer.topk(*args))
+    return IndexerTopK(*torch.ops.flashindexer.topk(logits, row_batch, window_start, window_end, context_lens, next_n,
+                                                    num_requests, max_context, page_table, page_size, num_pages, k,
+                                                    order, workspace))
 
 
 def supports(q: Tensor, weights: Tensor, kv_pool: Tensor, *, format: str, k: int, max_context: int,
