@@ -71,8 +71,9 @@ std::string first_difference(const HostResults& a, const HostResults& b);
 
 // Up to `max_rows` rows of p spread evenly over it, as a problem of their own for checking a
 // sample (decode problems: the requests of those rows, each with all its next_n rows, so that
-// the rows keep their row form). Each row's scores and TopK do not depend on the other rows,
-// so the sample's results equal those rows of p's. The sample takes p's pool (moved, not
+// the rows keep their row form). On the CPU backend each row's scores and TopK depend on that
+// row alone, so the sample's results equal those rows of p's (the CUDA kernels choose
+// exact-mode operands per group of rows, so there they need not). The sample takes p's pool (moved, not
 // copied): give it back with p.pool = std::move(sample.pool). *rows gets the rows of p it holds.
 HostProblem take_row_sample(HostProblem& p, int64_t max_rows, std::vector<int64_t>* rows);
 // The given rows of r, in that order.
