@@ -181,15 +181,15 @@ class CudaBackend final : public BackendImpl {
   // candidates of N = 256 do not fit beside the scorer (H = 32, K = 2048: 8 rows hold 1,372
   // each, 4 rows 3,800), and where fused_prefill_rows prefers them (fp8 at H = 64). The dense
   // operator takes the same groups, since mxfp4 scores depend on them (the integer path is a
-  // CTA-wide choice), except fp8 in the default mode, whose scores do not (dense_prefill_rows:
+  // CTA-wide choice), except fp8 in exact mode, whose scores do not (dense_prefill_rows:
   // N = 128, three consumer warpgroups).
   int32_t prefill_rows(const IndexerProblem& p, Operator op) const {
     const int32_t h = p.queries.num_heads;
     if (p.rows.form == RowForm::kDecode) return 0;  // decode groups are a request's next_n rows
-    const bool fp8_default = p.cache.format == CacheFormat::kFp8E4M3 && p.accuracy == ScoreAccuracy::kExact;
+    const bool fp8_exact = p.cache.format == CacheFormat::kFp8E4M3 && p.accuracy == ScoreAccuracy::kExact;
     if (op == Operator::kDenseLogits) {
       if (FI_DENSE_PREFILL_ROWS > 0) return FI_DENSE_PREFILL_ROWS;  // the knob
-      if (const int32_t rows = dense_prefill_rows(fp8_default, h); rows > 0) return rows;
+      if (const int32_t rows = dense_prefill_rows(fp8_exact, h); rows > 0) return rows;
     }
     if (h != 32 && h != 64) return 0;
     auto fits = [&](int32_t rows) {
@@ -197,7 +197,7 @@ class CudaBackend final : public BackendImpl {
              sm90::fused_topk_min_capacity(p.cache.format, p.accuracy, h, rows, p.k);
     };
     if (FI_FUSED_PREFILL_ROWS > 0 && fits(FI_FUSED_PREFILL_ROWS)) return FI_FUSED_PREFILL_ROWS;  // the knob
-    if (const int32_t rows = fused_prefill_rows(fp8_default, h); rows > 0 && fits(rows)) return rows;
+    if (const int32_t rows = fused_prefill_rows(fp8_exact, h); rows > 0 && fits(rows)) return rows;
     const int32_t full = 256 / h;
     return !fits(full) && fits(full / 2) ? full / 2 : 0;
   }

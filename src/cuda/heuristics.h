@@ -227,17 +227,17 @@ inline ScorerPlan plan_scorer(bool decode, int64_t rows, int32_t next_n, int32_t
 #define FI_FUSED_PREFILL_ROWS 0  // experiment knob: > 0 gives the fused operator's prefill groups that many rows where they fit
 #endif
 // plan_scorer's prefill_rows for the dense operator: groups of N = 128 columns (128 / H rows)
-// for fp8 caches in the default mode (three consumer warpgroups on alternate tiles,
+// for fp8 caches in exact mode (three consumer warpgroups on alternate tiles,
 // dense_logits.cu), which measured 4.7% faster than N = 256 in ping-pong at H = 64 (V3.2
 // prefill 8,192 x 65,536: 15.89 against 16.68 ms; docs/perf.md, session 25); 0 (256 / H)
 // otherwise. kProduction's FP8 chain measured slower at N = 128 (11.82 against 10.98 ms), as did
 // mxfp4 (17.53 against 17.16); the fused operator's rule is fused_prefill_rows.
-inline int32_t dense_prefill_rows(bool fp8_default_mode, int32_t heads) {
-  return fp8_default_mode && (heads == 64 || heads == 32) ? 128 / heads : 0;
+inline int32_t dense_prefill_rows(bool fp8_exact_mode, int32_t heads) {
+  return fp8_exact_mode && (heads == 64 || heads == 32) ? 128 / heads : 0;
 }
 
 // The fused operator's preferred rows per ragged group where they fit (0: 256 / H, or half
-// that where its candidates do not fit; cuda_backend.cpp). fp8 in the default mode at H = 64:
+// that where its candidates do not fit; cuda_backend.cpp). fp8 in exact mode at H = 64:
 // 2 rows (N = 128, three consumer warpgroups on alternate tiles, deferred votes) instead of 4
 // on shared tiles, at every K. V3.2 prefill 8,192 x 65,536 (docs/perf.md, sessions 38-39):
 // K = 2,048 20.22 -> 17.66 ms; K = 1,024 18.77 -> 17.56, K = 512 18.43 -> 17.45 (with two
@@ -245,8 +245,8 @@ inline int32_t dense_prefill_rows(bool fp8_default_mode, int32_t heads) {
 // slower (21.45 against 20.5, session 36).
 // Not for kProduction: its fp8 dense scores come from the same groups, and the dense operator
 // runs N = 128 8% slower there (10.1 -> 11.0 ms), for a fused 16.1 -> 15.3.
-inline int32_t fused_prefill_rows(bool fp8_default_mode, int32_t heads) {
-  return fp8_default_mode && heads == 64 ? 2 : 0;
+inline int32_t fused_prefill_rows(bool fp8_exact_mode, int32_t heads) {
+  return fp8_exact_mode && heads == 64 ? 2 : 0;
 }
 
 // Groups of N = H x R = 256 query columns on alternate tiles (paged_scorer.cuh's kAlternate256):
@@ -254,10 +254,10 @@ inline int32_t fused_prefill_rows(bool fp8_default_mode, int32_t heads) {
 // m64n256 MMAs), so one warpgroup's epilogue runs under the other's MMAs; else both take every
 // tile with 128 columns each. Measured on an H200, 8,192 x 65,536 (docs/perf.md, sessions
 // 26-27; the fused operator's rule is fused_takes_alternate256). The dense operator takes them
-// outside the FP16 chain (fp8 in the default mode): V4-Pro 17.14 -> 14.87 ms, V3.2 kProduction
+// outside the FP16 chain (fp8 in exact mode): V4-Pro 17.14 -> 14.87 ms, V3.2 kProduction
 // 11.08 -> 10.53.
-inline constexpr bool dense_takes_alternate256(bool fp8_default_mode, int32_t heads, int32_t rows_per_group) {
-  return heads * rows_per_group == 256 && !fp8_default_mode;
+inline constexpr bool dense_takes_alternate256(bool fp8_exact_mode, int32_t heads, int32_t rows_per_group) {
+  return heads * rows_per_group == 256 && !fp8_exact_mode;
 }
 
 // Fused operator (fused_topk.cu): each row of a group keeps `cap` candidate keys in shared
@@ -271,14 +271,14 @@ inline constexpr int32_t fused_step_puts(int32_t heads, int32_t rows_per_group, 
 }
 
 // The fused lockstep kernel's consumer warpgroups: three on groups of N = 128 in the FP16
-// chain (fp8, default mode; V3.2 pairs of rows, GLM-5 groups of 4), each on every third
+// chain (fp8, exact mode; V3.2 pairs of rows, GLM-5 groups of 4), each on every third
 // tile, as the dense kernel runs them (dense_logits.cu); else two. 512 threads: the producer
 // keeps 40 registers, the consumers 152 (ptxas still allocates 128 per instruction: the
 // kernels fit without spills). 8,192 x 65,536 (docs/perf.md, session 39): V3.2 19.21 ->
 // 17.66 ms, GLM-5 11.84 -> 11.07.
-inline constexpr int32_t fused_consumer_wgs(bool fp8_default_mode, int32_t heads, int32_t rows_per_group,
+inline constexpr int32_t fused_consumer_wgs(bool fp8_exact_mode, int32_t heads, int32_t rows_per_group,
                                             bool three = true) {
-  return three && fp8_default_mode && heads * rows_per_group == 128 ? 3 : 2;
+  return three && fp8_exact_mode && heads * rows_per_group == 128 ? 3 : 2;
 }
 
 // The least capacity for K: K plus one vote interval of one step (the vote is exact: it asks

@@ -43,7 +43,7 @@ struct LogitsSink {
 // (the schedulers get more warps to issue from); else two:
 // - register-key groups of N <= 64 (mxfp4 decode with next_n = 1 at H = 64, next_n <= 2 at
 //   H = 32): v4-pro decode B=64 236 -> 214 us (docs/perf.md, session 13);
-// - fp8 groups of N = 128 in the default mode (FP16 chain: the prefill groups of that mode,
+// - fp8 groups of N = 128 in exact mode (FP16 chain: the prefill groups of that mode,
 //   and decode with next_n = 2 at H = 64, 3-4 at H = 32): V3.2 prefill 8,192 x 65,536
 //   16.7 -> 15.9 ms against groups of N = 256 in ping-pong (docs/perf.md, session 25).
 // Experiment knob: FI_SCORER_CONSUMER_WGS=2 keeps two everywhere.

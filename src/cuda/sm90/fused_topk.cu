@@ -42,7 +42,7 @@
 //   histogram + R x cap x 8 B of candidates, cap = what fits under the opt-in limit
 //   (H200, H = 64, R = 4: fp8 2,746, mxfp4 2,458).
 // Selector kernel (FI_FUSED_SELECTOR; mxfp4 V4 prefill: groups of 4 rows at H = 64 on
-//   alternate tiles, default mode, cuda::fused_takes_selector): 512 threads; the consumers run
+//   alternate tiles, exact mode, cuda::fused_takes_selector): 512 threads; the consumers run
 //   the dense operator's loop and only filter and queue; warpgroup 3 moves the queued keys into
 //   the candidates and compacts (see "selector warpgroup" below). Shared memory: + 17 KiB of
 //   queues (lag 8), so cap ~1,910 on the H200. Off by default: measured 5-7% slower than the
@@ -562,7 +562,7 @@ __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, Smem& sm,
 }
 
 // ---------------------------------------------------------------- selector warpgroup
-// Groups of 4 rows at H = 64 on alternate tiles, mxfp4 default mode (cuda::fused_takes_selector),
+// Groups of 4 rows at H = 64 on alternate tiles, mxfp4 exact mode (cuda::fused_takes_selector),
 // FI_FUSED_SELECTOR: a fourth warpgroup (threads 384-511) selects while the consumers score
 // on the dense operator's non-lockstep loops (no votes). Consumer warp w (0-7) appends a key
 // that beats its row's published tau to its own ring of that row (QueueSink, kDepth keys);
@@ -890,7 +890,7 @@ cudaError_t launch(const ScorerArgs& a, const FusedParams& f, bool alternate, bo
 
 // At 512 threads no instruction may take more than 128 registers (ptxas C7602, whatever the
 // warpgroup's setmaxnreg): the m64n256 fp32 chains of kProduction and of the fp8 caches' FP16
-// path need 154, so only mxfp4 in the default mode (the integer path's m64n128 halves, the
+// path need 154, so only mxfp4 in exact mode (the integer path's m64n128 halves, the
 // E5M2 path's 64-column slices) has the kernel (cuda::fused_takes_selector).
 int32_t fused_selector_capacity(CacheFormat format, size_t smem_limit) {
   if (format != CacheFormat::kMxfp4) return 0;

@@ -14,12 +14,12 @@
 //   (sampled_start.h). The order changes which tile a step scores, never a score's bits.
 // Algorithm per 64-position tile (tiles 64-aligned, so one tile lies in one page):
 //   acc[64 x N] = K_tile[64 x 128] * Q_group[N x 128]^T, N = R * H, on the tensor cores.
-//   fp8 caches, default mode: eight FP16 WGMMA m64nNk16 steps in one chain (every e4m3
+//   fp8 caches, exact mode: eight FP16 WGMMA m64nNk16 steps in one chain (every e4m3
 //   value is exact in f16; A: keys converted in registers, B: f16 query heads stored in
 //   the MMA's dimension order, see mma_tile_f16). Hopper's FP8 MMA aligns a k32 block's
 //   products to the largest and truncates to ~13 fraction bits, so on fp8 blocks of wide
 //   dynamic range it loses small products (up to ~1e-3 * M, generator wide_range).
-//   mxfp4 groups of N = 256 (prefill), default mode: the integer path. Twice an
+//   mxfp4 groups of N = 256 (prefill), exact mode: the integer path. Twice an
 //   E2M1 value is an integer of 0..12; a vector whose four block exponents lie within 3
 //   of their least e_min is stored as those integers << (e_b - e_min), s8 (e2m1_s8.h), and
 //   four s8 WGMMA m64nNk32 steps in one chain give the exact 128-long dot product in int32;
@@ -60,7 +60,7 @@
 //   tiles splits each tile into two m64n128 halves, one half's MMAs under the other's head
 //   sums, two tiles per loop iteration (consume_tiles_s8_halves, FI_SCORER_S8_HALVES; same
 //   bits). The dense kernel's
-//   register-key groups of N <= 64 and fp8 groups of N = 128 in the default mode (its
+//   register-key groups of N <= 64 and fp8 groups of N = 128 in exact mode (its
 //   prefill groups) run a third consumer warpgroup (512 threads, every third tile;
 //   dense_logits.cu); so do the fused decode clusters' groups of N <= 64 of
 //   both formats and their fp8 pairs of rows, N <= 128 (fused_staged.cu), and the fused
@@ -76,7 +76,7 @@
 //   pair or a triple of tiles), so it can run group-wide work (the fused operator's
 //   compactions) between the steps' puts.
 // Shared memory: Q N x 128 B (fp8 caches: N x 256 B, room for the f16 queries of the
-//   default mode) + 8 x (8 KiB keys + 256 B scales) + N weights + metadata; mxfp4 adds a
+//   exact mode) + 8 x (8 KiB keys + 256 B scales) + N weights + metadata; mxfp4 adds a
 //   raw ring of 9 x 4.5 KiB tiles (N = 256: fp8 131 KiB, mxfp4 139 KiB); register-key mxfp4:
 //   Q N x 128 B + 16 x (4 KiB raw keys + 256 B scale words) (N = 64: 77 KiB).
 #pragma once
@@ -103,7 +103,7 @@ namespace flashindexer::sm90 {
 
 inline constexpr int kScorerThreads = 384;   // producer + two consumer warpgroups
 
-// fp8 caches in the default mode score with FP16 WGMMAs in one chain (mma_tile_f16).
+// fp8 caches in exact mode score with FP16 WGMMAs in one chain (mma_tile_f16).
 constexpr bool fp16_chain(CacheFormat format, ScoreAccuracy accuracy) {
   return format == CacheFormat::kFp8E4M3 && accuracy == ScoreAccuracy::kExact;
 }
@@ -391,7 +391,7 @@ struct PagedScorer {
                 "three consumer warpgroups: groups of N <= 64 on the register-key path, N <= 128 on the fp8 path");
   static constexpr bool kF16 = fp16_chain(kFormat, kAccuracy);
   // mxfp4 groups that share tiles can take the integer path (s8 WGMMA; sm.q_s8 per CTA) in the
-  // default mode. kProduction keeps its single FP8 chain: with the E5M2 producer's lighter
+  // exact mode. kProduction keeps its single FP8 chain: with the E5M2 producer's lighter
   // conversion it is the faster one (docs/perf.md, session 15).
   static constexpr bool kS8 = kMx && !kRegKeys && kAccuracy == ScoreAccuracy::kExact && FI_SCORER_S8 != 0;
 
