@@ -343,7 +343,6 @@ int time_fused(const ScorePoint& pt, const HostProblem& h, IndexerProblem p, con
                 prof[sm90::kProfileCompactedKeys] / std::max(1.0, double(prof[sm90::kProfileCompactions]))},
                {"finish_cycles", prof[sm90::kProfileFinish] / ctas},
                {"sort_cycles", prof[sm90::kProfileSortCycles] / ctas},
-               {"selector_wait_cycles", prof[sm90::kProfileSelectorWait] / ctas},
                {"guess_cycles", prof[sm90::kProfileGuessCycles] / ctas},
                {"vote_wait_cycles", prof[sm90::kProfileVoteWaitCycles] / ctas},
                {"guesses_held_rows", prof[sm90::kProfileGuessesHeld]},  // totals over the call's rows

@@ -211,23 +211,6 @@ TEST(Heuristics, ScorerMaxSplitsBoundsSplitsIndependentlyOfContext) {
 // Groups of N = 256 on alternate tiles: the dense operator's outside the FP16 chain (fp8 in the
 // default mode); the fused operator's where a row's buffer holds 2 K keys (and a vote interval
 // of pairs). Groups of N <= 128 take alternate tiles anyway (a step of two tiles).
-// The selector warpgroup: V4-Pro and V4-Flash prefill (mxfp4, default mode, groups of 4 rows
-// at H = 64 on alternate tiles) where its buffers keep 512 keys above K and a tile's 64.
-TEST(Heuristics, SelectorWarpgroupForTheV4Prefill) {
-  using flashindexer::cuda::fused_takes_selector;
-  EXPECT_TRUE(fused_takes_selector(true, 64, 4, true, 1024, 1912));   // V4-Pro, the H200's capacity (lag 8)
-  EXPECT_TRUE(fused_takes_selector(true, 64, 4, true, 512, 1856));    // V4-Flash
-  EXPECT_TRUE(fused_takes_selector(true, 64, 4, true, 1024, 1600));   // 1,024 + 64 + 512
-  EXPECT_FALSE(fused_takes_selector(true, 64, 4, true, 1024, 1598));
-  EXPECT_FALSE(fused_takes_selector(true, 64, 4, true, 2048, 1856));  // V3.2's K: no room
-  EXPECT_FALSE(fused_takes_selector(false, 64, 4, true, 1024, 1856)); // fp8 or kProduction: 154-register MMAs
-  EXPECT_FALSE(fused_takes_selector(true, 32, 8, true, 512, 1856));   // H = 32
-  EXPECT_FALSE(fused_takes_selector(true, 64, 2, true, 512, 1856));   // decode pairs
-  EXPECT_FALSE(fused_takes_selector(true, 64, 4, false, 512, 1856));  // shared tiles
-  EXPECT_TRUE(fused_takes_selector(true, 64, 4, true, 7, 1024));      // small K: the final sort's 512
-  EXPECT_FALSE(fused_takes_selector(true, 64, 4, true, 7, 510));
-}
-
 TEST(Heuristics, AlternateTilesForGroupsOf256) {
   using flashindexer::cuda::dense_takes_alternate256;
   using flashindexer::cuda::fused_takes_alternate256;
@@ -293,7 +276,6 @@ TEST(Heuristics, FusedThirdConsumerWarpgroupOnlyForFp16ChainGroupsOf128) {
   using flashindexer::cuda::fused_consumer_wgs;
   EXPECT_EQ(fused_consumer_wgs(true, 64, 2), 3);
   EXPECT_EQ(fused_consumer_wgs(true, 32, 4), 3);
-  EXPECT_EQ(fused_consumer_wgs(true, 64, 2, false), 2);
   EXPECT_EQ(fused_consumer_wgs(false, 64, 2), 2);  // mxfp4 or kProduction
   EXPECT_EQ(fused_consumer_wgs(true, 64, 4), 2);   // N = 256
   EXPECT_EQ(fused_consumer_wgs(true, 64, 1), 2);   // N = 64

@@ -188,7 +188,6 @@ class CudaBackend final : public BackendImpl {
     if (p.rows.form == RowForm::kDecode) return 0;  // decode groups are a request's next_n rows
     const bool fp8_exact = p.cache.format == CacheFormat::kFp8E4M3 && p.accuracy == ScoreAccuracy::kExact;
     if (op == Operator::kDenseLogits) {
-      if (FI_DENSE_PREFILL_ROWS > 0) return FI_DENSE_PREFILL_ROWS;  // the knob
       if (const int32_t rows = dense_prefill_rows(fp8_exact, h); rows > 0) return rows;
     }
     if (h != 32 && h != 64) return 0;
@@ -196,7 +195,6 @@ class CudaBackend final : public BackendImpl {
       return sm90::fused_topk_capacity(p.cache.format, h, rows, device().smem_optin) >=
              sm90::fused_topk_min_capacity(p.cache.format, p.accuracy, h, rows, p.k);
     };
-    if (FI_FUSED_PREFILL_ROWS > 0 && fits(FI_FUSED_PREFILL_ROWS)) return FI_FUSED_PREFILL_ROWS;  // the knob
     if (const int32_t rows = fused_prefill_rows(fp8_exact, h); rows > 0 && fits(rows)) return rows;
     const int32_t full = 256 / h;
     return !fits(full) && fits(full / 2) ? full / 2 : 0;

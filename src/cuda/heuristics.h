@@ -45,22 +45,10 @@ inline constexpr int32_t kTopKMaxK = 2048;      // largest K of the sm_90a selec
 // a wide row slowly). Rows wider than 131,072 between 9 and 2 x SMs rows were not measured
 // against kRows.
 enum class TopKPath { kRows, kPair, kSplit, kGrid, kStaged };
-// Experiment knob (host code: set it in CMAKE_CXX_FLAGS): 0 leaves kStaged out.
-#ifndef FI_TOPK_STAGED
-#define FI_TOPK_STAGED 1
-#endif
 inline constexpr int64_t kTopKStagedMaxChunk = 32768;  // positions per CTA: 128 KiB of fp32
 inline constexpr int64_t kTopKStagedMinWidth = 32768;
 inline constexpr int kTopKStagedMaxCluster = 8;        // the portable cluster size
-// Experiment knob (host code: set it in CMAKE_CXX_FLAGS): the largest row count for kGrid.
-#ifndef FI_TOPK_GRID_MAX_ROWS
-#define FI_TOPK_GRID_MAX_ROWS 8
-#endif
-inline constexpr int kTopKGridMaxRows = FI_TOPK_GRID_MAX_ROWS;
-// Experiment knob (host code): kRows from this many rows on (0: from 2 x SMs, the default).
-#ifndef FI_TOPK_ROWS_FROM
-#define FI_TOPK_ROWS_FROM 0
-#endif
+inline constexpr int kTopKGridMaxRows = 8;  // the largest row count for kGrid
 inline constexpr int64_t kTopKRowsMaxWidth = 131072;
 // kPair from this width on: below it, half a row's stream (~0.3 cycles per position saved)
 // would not pay for the merge of the halves (~6K cycles; estimated, not measured).
@@ -102,7 +90,7 @@ struct ClusterCapacity {
 // kStaged's cluster size for these rows (0: not kStaged): the most CTAs per row whose
 // clusters all run at once.
 inline int staged_cluster(int64_t rows, int64_t max_context, int num_sms, const ClusterCapacity& cap) {
-  if (!FI_TOPK_STAGED || rows <= 0 || max_context < kTopKStagedMinWidth) return 0;
+  if (rows <= 0 || max_context < kTopKStagedMinWidth) return 0;
   int c = kTopKStagedMaxCluster;
   while (c >= 2 && rows > int64_t(cap.at(c, num_sms))) c /= 2;
   return c >= 2 && max_context <= c * kTopKStagedMaxChunk ? c : 0;
@@ -112,8 +100,7 @@ inline TopKPlan plan_topk(int64_t rows, int64_t max_context, int32_t k, int num_
                           const ClusterCapacity& clusters = {}) {
   TopKPlan plan;
   const int64_t target_ctas = 2 * int64_t(std::max(num_sms, 1));
-  const int64_t rows_from = FI_TOPK_ROWS_FROM > 0 ? FI_TOPK_ROWS_FROM : target_ctas;
-  if (rows <= 0 || rows >= rows_from) return plan;
+  if (rows <= 0 || rows >= target_ctas) return plan;  // kRows from 2 x SMs rows on
   if (const int c = staged_cluster(rows, max_context, num_sms, clusters); c > 0) {
     plan.path = TopKPath::kStaged;
     plan.ctas_per_row = c;
@@ -218,14 +205,6 @@ inline ScorerPlan plan_scorer(bool decode, int64_t rows, int32_t next_n, int32_t
   return plan;
 }
 
-// Experiment knob (host code: CMAKE_CXX_FLAGS): rows per ragged group of the dense operator,
-// every format and mode (0: the backend's choice, cuda_backend.cpp).
-#ifndef FI_DENSE_PREFILL_ROWS
-#define FI_DENSE_PREFILL_ROWS 0
-#endif
-#ifndef FI_FUSED_PREFILL_ROWS
-#define FI_FUSED_PREFILL_ROWS 0  // experiment knob: > 0 gives the fused operator's prefill groups that many rows where they fit
-#endif
 // plan_scorer's prefill_rows for the dense operator: groups of N = 128 columns (128 / H rows)
 // for fp8 caches in exact mode (three consumer warpgroups on alternate tiles,
 // dense_logits.cu), which measured 4.7% faster than N = 256 in ping-pong at H = 64 (V3.2
@@ -276,9 +255,8 @@ inline constexpr int32_t fused_step_puts(int32_t heads, int32_t rows_per_group, 
 // keeps 40 registers, the consumers 152 (ptxas still allocates 128 per instruction: the
 // kernels fit without spills). 8,192 x 65,536 (docs/perf.md, session 39): V3.2 19.21 ->
 // 17.66 ms, GLM-5 11.84 -> 11.07.
-inline constexpr int32_t fused_consumer_wgs(bool fp8_exact_mode, int32_t heads, int32_t rows_per_group,
-                                            bool three = true) {
-  return three && fp8_exact_mode && heads * rows_per_group == 128 ? 3 : 2;
+inline constexpr int32_t fused_consumer_wgs(bool fp8_exact_mode, int32_t heads, int32_t rows_per_group) {
+  return fp8_exact_mode && heads * rows_per_group == 128 ? 3 : 2;
 }
 
 // The least capacity for K: K plus one vote interval of one step (the vote is exact: it asks
@@ -304,21 +282,6 @@ inline constexpr int32_t kFusedAlternateFreeKeys = 1024;  // between the measure
 inline bool fused_takes_alternate256(int32_t heads, int32_t rows_per_group, int32_t k, int32_t cap) {
   return heads * rows_per_group == 256 && int64_t(2) * k <= cap && int64_t(cap) - k >= kFusedAlternateFreeKeys &&
          cap >= fused_min_capacity(k, 128);
-}
-
-// The fused operator's selector warpgroup (fused_topk.cu, FI_FUSED_SELECTOR): a fourth
-// warpgroup selects while the consumers score at the dense operator's pace. It takes groups
-// of 4 rows at H = 64 on alternate tiles in the one mode whose MMAs fit a 512-thread CTA's
-// 128 registers per instruction (mxfp4, default accuracy), where its candidate buffers
-// (`cap` keys, fewer than the lockstep kernel's: its queues take shared memory) hold K, a
-// tile's 64 keys and at least kFusedSelectorFreeKeys more.
-inline constexpr int32_t kFusedSelectorTilePuts = 64;
-inline constexpr int32_t kFusedSelectorFreeKeys = 512;
-inline bool fused_takes_selector(bool mxfp4_default_mode, int32_t heads, int32_t rows_per_group, bool alternate256,
-                                 int32_t k, int32_t cap) {
-  return mxfp4_default_mode && heads == 64 && rows_per_group == 4 && alternate256 &&
-         cap >= fused_min_capacity(k, kFusedSelectorTilePuts) &&
-         int64_t(cap) - kFusedSelectorTilePuts - k >= kFusedSelectorFreeKeys;
 }
 
 // Steps between compaction votes: the largest power of two in [2, max_every] that keeps at
@@ -400,57 +363,29 @@ inline FusedVotePlan fused_vote_plan(int32_t cap, int32_t k, int32_t step_puts, 
 // 17-19% behind 4 x 8: constants that fixed it (a merge of S x K / 32 and no fixed part) cost
 // V3.2 B1 x 65,536 4% (graph-replayed 1.04x -> 0.99x dense + TopK; docs/perf.md, session 43).
 // cluster 0: not this path.
-// Experiment knob (host code: set it in CMAKE_CXX_FLAGS): FI_FUSED_STAGED=0 leaves it out.
-#ifndef FI_FUSED_STAGED
-#define FI_FUSED_STAGED 1
-#endif
 inline constexpr int kFusedStagedMaxSegments = 16;
 // The ordered merge's flat buffers of keys (topk_over_logits.cu): the selector's own
 // (RowSelector::kCap), and the larger one it launches with when splits x K exceed that
 // (kOrderedMergeLargeKeys). Beyond both, the keys go through the selector's pushes.
 inline constexpr int64_t kFusedStagedSelectorKeys = 10240;
 inline constexpr int64_t kFusedStagedMergeFlatKeys = 16384;
-// Experiment knobs (host code): the cost model's constants, in positions of one CTA's chunk.
-#ifndef FI_FUSED_STAGED_FINISH_COST
-#define FI_FUSED_STAGED_FINISH_COST 2048
-#endif
-#ifndef FI_FUSED_STAGED_MERGE_COST
-#define FI_FUSED_STAGED_MERGE_COST 1024
-#endif
-#ifndef FI_FUSED_STAGED_CLUSTER_COST
-#define FI_FUSED_STAGED_CLUSTER_COST 1024
-#endif
-#ifndef FI_FUSED_STAGED_CLUSTER_MERGE_COST
-#define FI_FUSED_STAGED_CLUSTER_MERGE_COST 1536
-#endif
-#ifndef FI_FUSED_STAGED_CLUSTER_MERGE_KEYS
-#define FI_FUSED_STAGED_CLUSTER_MERGE_KEYS 36
-#endif
-#ifndef FI_FUSED_STAGED_PAIR_COST
-#define FI_FUSED_STAGED_PAIR_COST 512
-#endif
-inline constexpr int64_t kFusedStagedFinishCost = FI_FUSED_STAGED_FINISH_COST;  // a CTA's finish
-inline constexpr int64_t kFusedStagedMergeCost = FI_FUSED_STAGED_MERGE_COST;    // the ordered merge, fixed part
+// The cost model's constants, in positions of one CTA's chunk.
+inline constexpr int64_t kFusedStagedFinishCost = 2048;  // a CTA's finish
+inline constexpr int64_t kFusedStagedMergeCost = 1024;   // the ordered merge, fixed part
 // A wave of clusters of 4 or 8 CTAs against one of 2: their guess and gather span more CTAs
 // (session 43's sweep: at V3.2 B1 x 32,768 next_n 2, 2 x 16 rows alone ran 36.9 us against
 // the 8 x 7 the model took without it, 43.9).
-inline constexpr int64_t kFusedStagedClusterCost = FI_FUSED_STAGED_CLUSTER_COST;
+inline constexpr int64_t kFusedStagedClusterCost = 1024;
 // A wave of pairs (two rows per CTA) against one of rows alone (session 43: at V3.2 B8 x
 // 8,192 next_n 2, 2 x 4 rows alone 38.3 us against 2 x 8 pairs' 43.5).
-inline constexpr int64_t kFusedStagedPairCost = FI_FUSED_STAGED_PAIR_COST;
+inline constexpr int64_t kFusedStagedPairCost = 512;
 // The cluster merge: its fixed part, and its keys per position of cost (session 19: 1,024 and
 // 64; session 43: 1,536 and 36).
-inline constexpr int64_t kFusedStagedClusterMergeCost = FI_FUSED_STAGED_CLUSTER_MERGE_COST;
-inline constexpr int64_t kFusedStagedClusterMergeKeys = FI_FUSED_STAGED_CLUSTER_MERGE_KEYS;
+inline constexpr int64_t kFusedStagedClusterMergeCost = 1536;
+inline constexpr int64_t kFusedStagedClusterMergeKeys = 36;
 
 // Rows by position take the cluster merge (topk_over_logits.cu cluster_merge_kernel: a
 // cluster of CTAs per row, no key list gathered); rows by rank the one-CTA ordered merge.
-// Experiment knob FI_CLUSTER_MERGE=0 (host and device code: set it in CMAKE_CXX_FLAGS and
-// CMAKE_CUDA_FLAGS) sends both to the ordered merge.
-#ifndef FI_CLUSTER_MERGE
-#define FI_CLUSTER_MERGE 1
-#endif
-inline constexpr bool kFusedStagedClusterMerge = FI_CLUSTER_MERGE != 0;
 
 // The cluster merge's CTAs per row: a segment each (up to 8: two each beyond), or, with
 // `paired`, two segments each (half the CTAs and their fixed work, each over twice the keys).
@@ -495,25 +430,15 @@ struct FusedStagedPlan {
 // group's 2 H columns in 152 registers each (setmaxnreg), none spilled. mxfp4 rows stay on
 // their own: the register-key path spills 322 bytes at H = 64 and 76 at H = 32 there. So do
 // next_n 3 and 4 (bounded by kFusedStagedMaxSpeculativePositions).
-// Experiment knob (host code): FI_FUSED_STAGED_GROUPS=0 keeps every row on its own.
-#ifndef FI_FUSED_STAGED_GROUPS
-#define FI_FUSED_STAGED_GROUPS 1
-#endif
 constexpr int fused_staged_rows_per_cta(bool fp8, int32_t next_n) {
-  return FI_FUSED_STAGED_GROUPS && fp8 && next_n == 2 ? 2 : 1;
+  return fp8 && next_n == 2 ? 2 : 1;
 }
 // Pairs in clusters of two CTAs: each CTA selects and finishes one row of the pair, reading
 // both CTAs' stages, so the two rows' selections run side by side (fused_staged.cu
-// select_own_row). In larger clusters CTA 0 finishes both rows in turn. Experiment knob (host
-// and device code: set it in CMAKE_CXX_FLAGS and CMAKE_CUDA_FLAGS): FI_STAGED_PAIR_OWN_ROWS=0
-// keeps CTA 0's turns for clusters of two as well.
-#ifndef FI_STAGED_PAIR_OWN_ROWS
-#define FI_STAGED_PAIR_OWN_ROWS 1
-#endif
-inline constexpr bool kStagedPairOwnRows = FI_STAGED_PAIR_OWN_ROWS != 0;
+// select_own_row). In larger clusters CTA 0 finishes both rows in turn.
 // The finishes a CTA runs one after the other: a group's rows, but one in a pair's cluster of two.
 constexpr int fused_staged_serial_finishes(int cluster, int rows_per_cta) {
-  return kStagedPairOwnRows && rows_per_cta == 2 && cluster == 2 ? 1 : rows_per_cta;
+  return rows_per_cta == 2 && cluster == 2 ? 1 : rows_per_cta;
 }
 // Positions per CTA of a pair: two stages of 64 KiB beside the scorer's 91 KiB (fp8, 128
 // columns: its f16 queries take 32 KiB, its ring 7 key tiles) within Hopper's 227 KiB, so
@@ -539,11 +464,7 @@ inline void for_each_fused_staged_plan(int64_t max_context, int cluster, F&& f, 
 // 264 us against the lockstep kernel's 321, B = 64 x 131,072 942 against 852; B = 1-8 at
 // 32,768-131,072 1.25-2.9x faster. V4-Pro (session 18): 8M positions tie, 16M 9-10% slower
 // on the clusters (docs/perf.md).
-// FI_FUSED_STAGED_MAX_SPECULATIVE (experiment knob, host code) moves the bound.
-#ifndef FI_FUSED_STAGED_MAX_SPECULATIVE
-#define FI_FUSED_STAGED_MAX_SPECULATIVE (int64_t{1} << 22)
-#endif
-inline constexpr int64_t kFusedStagedMaxSpeculativePositions = FI_FUSED_STAGED_MAX_SPECULATIVE;
+inline constexpr int64_t kFusedStagedMaxSpeculativePositions = int64_t{1} << 22;
 
 // Pairs (rows_per_cta 2) take requests whose keys are at most this many positions (B x
 // max_context): H200, V3.2 next_n = 2: B128 x 131,072 (16M) 1,357 us (2 x 4 pairs) against the
@@ -571,7 +492,7 @@ inline std::pair<FusedStagedPlan, int64_t> cheapest_fused_staged_plan(int64_t ro
               waves * (plan.chunk * (1 + rows_per_cta) / 2 +
                        fused_staged_serial_finishes(c, rows_per_cta) * kFusedStagedFinishCost +
                        (c > 2 ? kFusedStagedClusterCost : 0) + (rows_per_cta > 1 ? kFusedStagedPairCost : 0)) +
-              fused_staged_merge_cost(plan.segments, k, by_position && kFusedStagedClusterMerge);
+              fused_staged_merge_cost(plan.segments, k, by_position);
           if (cost < best_cost) {
             best_cost = cost;
             best = plan;
@@ -590,7 +511,7 @@ inline std::pair<FusedStagedPlan, int64_t> cheapest_fused_staged_plan(int64_t ro
 inline FusedStagedPlan plan_fused_staged(int64_t rows, int64_t max_context, int32_t k, int num_sms,
                                          const ClusterCapacity& cap, int32_t next_n = 1, bool by_position = true,
                                          int rows_per_cta = 1) {
-  if (!FI_FUSED_STAGED || rows <= 0 || max_context <= 0) return {};
+  if (rows <= 0 || max_context <= 0) return {};
   if (rows_per_cta < 1 || rows % rows_per_cta != 0 || (rows_per_cta > 1 && rows_per_cta != next_n)) return {};
   std::pair<FusedStagedPlan, int64_t> alone{FusedStagedPlan{}, INT64_MAX}, pairs = alone;
   if (next_n == 1 || rows / next_n * max_context <= kFusedStagedMaxSpeculativePositions)

@@ -170,24 +170,6 @@ TEST(GpuFused, MatchesDenseThenTopKOnEveryGenerator) {
       }
 }
 
-// The V4 prefill presets (mxfp4, K 512 and 1,024, groups of 4 rows at H = 64) fit the
-// selector warpgroup's kernel on this GPU, and fp8 does not. In -DFI_FUSED_SELECTOR=1 builds
-// they take it, and MatchesDenseThenTopKOnEveryGenerator and KOrdersAndShapes check it.
-TEST(GpuFused, TheV4PrefillTakesTheSelectorWarpgroup) {
-  SKIP_WITHOUT_GPU();
-  int optin = 0;
-  GPU_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
-  const int32_t cap = sm90::fused_selector_capacity(CacheFormat::kMxfp4, size_t(optin));
-  const int32_t lockstep = sm90::fused_topk_capacity(CacheFormat::kMxfp4, 64, 4, size_t(optin));
-  EXPECT_LT(cap, lockstep) << "its queues take shared memory";
-  for (int32_t k : {512, 1024}) {
-    EXPECT_TRUE(flashindexer::cuda::fused_takes_alternate256(64, 4, k, lockstep)) << "k " << k;
-    EXPECT_TRUE(flashindexer::cuda::fused_takes_selector(true, 64, 4, true, k, cap)) << "k " << k << ", cap " << cap;
-  }
-  EXPECT_EQ(sm90::fused_selector_capacity(CacheFormat::kFp8E4M3, size_t(optin)), 0);
-  std::printf("[ selector ] %d candidates per row (the lockstep kernel: %d)\n", cap, lockstep);
-}
-
 TEST(GpuFused, KOrdersAndShapes) {
   SKIP_WITHOUT_GPU();
   for (CacheFormat f : kFormats) {

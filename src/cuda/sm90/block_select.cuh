@@ -24,16 +24,12 @@
 
 #include "../../core/rank_key.h"
 #include "bitmap_order.cuh"
+#include "diagnostics.h"
 #include "radix_select.cuh"
 #include "warp_slots.h"
 
 namespace flashindexer::sm90 {
 
-// Diagnostic knob (wrong results; timing only): 1 ends every push after the vote, so the
-// stream's loads and vote are all that is left of it.
-#ifndef FI_TOPK_DIAG_VOTE_ONLY
-#define FI_TOPK_DIAG_VOTE_ONLY 0
-#endif
 
 inline constexpr int kMaxK = 2048;
 

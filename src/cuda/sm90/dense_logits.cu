@@ -14,10 +14,6 @@
 namespace flashindexer::sm90 {
 namespace {
 
-// FI_DENSE_STORES=0: timing-only experiment knob, the scores are computed but not stored.
-#ifndef FI_DENSE_STORES
-#define FI_DENSE_STORES 1
-#endif
 
 // kRegKeyPairs is read by a concept (paged_scorer.cuh, AsksRegKeyPairs), which nvcc's front end
 // does not count as a use (warning 177).
@@ -46,14 +42,9 @@ struct LogitsSink {
 // - fp8 groups of N = 128 in exact mode (FP16 chain: the prefill groups of that mode,
 //   and decode with next_n = 2 at H = 64, 3-4 at H = 32): V3.2 prefill 8,192 x 65,536
 //   16.7 -> 15.9 ms against groups of N = 256 in ping-pong (docs/perf.md, session 25).
-// Experiment knob: FI_SCORER_CONSUMER_WGS=2 keeps two everywhere.
-#ifndef FI_SCORER_CONSUMER_WGS
-#define FI_SCORER_CONSUMER_WGS 3
-#endif
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 constexpr int dense_consumer_wgs() {
   constexpr int kN = kHeads * kRows;
-  if (FI_SCORER_CONSUMER_WGS != 3) return 2;
   if (kFormat == CacheFormat::kFp8E4M3) return kAccuracy == ScoreAccuracy::kExact && kN == 128 ? 3 : 2;
   return ScorerSmem<kN, kFormat == CacheFormat::kMxfp4>::kRegKeys && kN <= 64 ? 3 : 2;
 }
@@ -62,14 +53,10 @@ constexpr int dense_consumer_wgs() {
 // (cuda::dense_takes_alternate256: mxfp4 in both modes, fp8 in kProduction); the scores are the
 // same bits either way (the fused operator's rule is cuda::fused_takes_alternate256).
 // Measured (docs/perf.md, session 26): V4-Pro 8,192 x 65,536 17.14 -> 14.87 ms (integer
-// path), kProduction 14.25 -> 13.36; V3.2 kProduction 11.08 -> 10.53. Experiment knob
-// FI_DENSE_N256_ALTERNATE=0: both warpgroups on every tile.
-#ifndef FI_DENSE_N256_ALTERNATE
-#define FI_DENSE_N256_ALTERNATE 1
-#endif
+// path), kProduction 14.25 -> 13.36; V3.2 kProduction 11.08 -> 10.53.
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 constexpr bool dense_alternate256() {
-  return FI_DENSE_N256_ALTERNATE != 0 && cuda::dense_takes_alternate256(fp16_chain(kFormat, kAccuracy), kHeads, kRows);
+  return cuda::dense_takes_alternate256(fp16_chain(kFormat, kAccuracy), kHeads, kRows);
 }
 
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>

@@ -26,7 +26,7 @@
 //      order are the row's candidates in position order;
 //   4. otherwise (a failed guess, a full buffer) CTA 0 streams every stage of the cluster
 //      through a BlockSelector (exact; S > 1: its K best to the slot in position order).
-//   A pair in a cluster of two CTAs (heuristics.h kStagedPairOwnRows) splits the rows
+//   A pair in a cluster of two CTAs splits the rows
 //   instead: CTA r runs steps 1-4 for row r over both CTAs' stages (the other's through
 //   distributed shared memory) and finishes it, so the rows are selected side by side.
 // Warp roles: warpgroup 0 produces, 1-3 consume, each on every third tile (mxfp4 and fp8
@@ -44,6 +44,7 @@
 #include <cooperative_groups.h>
 
 #include "cluster_launch.h"
+#include "diagnostics.h"
 #include "fused_topk.h"
 #include "paged_scorer.cuh"
 #include "phase_clock.cuh"
@@ -58,9 +59,6 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kPassBits = 64;        // one 64-bit pass mask per lane: 16 float4
 static_assert(cuda::kTopKStagedMaxChunk / 4 <= kPassBits / 4 * kThreads, "a chunk's float4 fit the lanes' masks");
 using NoClock = PhaseClock<kTopKProfileSlots, false>;
-#ifndef FI_FUSED_PROFILE
-#define FI_FUSED_PROFILE 0  // experiment knob: 1 sums thread 0's clock64 per phase (fused_staged_profile)
-#endif
 #if FI_FUSED_PROFILE
 __device__ unsigned long long g_staged_profile[kFusedStagedProfileSlots];
 __device__ unsigned long long* staged_profile_sums() { return g_staged_profile; }
@@ -70,18 +68,12 @@ __device__ unsigned long long* staged_profile_sums() { return nullptr; }
 using StagedClock = PhaseClock<kFusedStagedProfileSlots, FI_FUSED_PROFILE != 0>;
 // Registers of an mxfp4 producer thread (the rest go to the consumers, within the launch's
 // 512 x 128; the dense kernel's split is 40 / 152: here 40 spilled in the producer).
-#ifndef FI_STAGED_PRODUCER_REGS
-#define FI_STAGED_PRODUCER_REGS 48
-#endif
-constexpr int kConsumerRegs = (kThreads * 128 - 128 * FI_STAGED_PRODUCER_REGS) / 384 / 8 * 8;
-// Sanitizer knob: FI_STAGED_SETMAXNREG=0 keeps 128 registers in every warp (no split, no
-// restore). Under compute-sanitizer memcheck the mxfp4 kernel hung in some runs (sessions 15
-// and 16), never without the register moves; the restore to 128 after the scoring needs the
-// whole register file back (likely the cause, not proven). This build lets memcheck check the
-// same code without them.
-#ifndef FI_STAGED_SETMAXNREG
-#define FI_STAGED_SETMAXNREG 1
-#endif
+constexpr int kStagedProducerRegs = 48;
+constexpr int kConsumerRegs = (kThreads * 128 - 128 * kStagedProducerRegs) / 384 / 8 * 8;
+// FI_STAGED_SETMAXNREG=0 (diagnostics.h) keeps 128 registers in every warp (no split, no
+// restore): under compute-sanitizer memcheck the mxfp4 kernel hung in some runs, never without
+// the register moves (the restore to 128 after the scoring needs the whole register file back;
+// likely the cause, not proven).
 constexpr bool kMoveRegs = FI_STAGED_SETMAXNREG != 0;
 
 struct StagedParams {
@@ -406,7 +398,7 @@ __device__ void select_row(const cg::cluster_group& cluster, const ScorerArgs& a
   prof.lap(kStagedProfileFinish, pt);
 }
 
-// A pair in a cluster of two (kStagedPairOwnRows): CTA r selects row r alone, steps 1-4 over
+// A pair in a cluster of two: CTA r selects row r alone, steps 1-4 over
 // both CTAs' stages of the row (its own and, through distributed shared memory, the other's),
 // so the rows' guesses, passes and finishes run side by side instead of in turns, and no
 // candidate list crosses CTAs. `stage`: row 0's stage; row r's lies r x stride floats on.
@@ -491,7 +483,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // SourceAhead) left barrier 0 one phase off between warpgroups, and the selection hung.
     const int wg = int(threadIdx.x) / 128;
     if (wg == 0) {
-      if constexpr (Core::kSplitRegs && kMoveRegs) ptx::regs_dealloc<FI_STAGED_PRODUCER_REGS>();
+      if constexpr (Core::kSplitRegs && kMoveRegs) ptx::regs_dealloc<kStagedProducerRegs>();
       Core::produce(a, sm);
       if constexpr (Core::kSplitRegs && kMoveRegs) {
         ptx::named_barrier(kRegsBarrier, 128);
@@ -523,7 +515,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto& st = *reinterpret_cast<RowSelector::Storage*>(base);  // aliases the scorer's shared memory
   prof.lap(kStagedProfileScore, pt);
   const cg::cluster_group cluster = cg::this_cluster();
-  if (kRows == 2 && cuda::kStagedPairOwnRows && cluster.num_blocks() == 2) {
+  if (kRows == 2 && cluster.num_blocks() == 2) {
     select_own_row(cluster, a, f, ss, st, stage, stride, prof, pt);
   } else {
 #pragma unroll 1

@@ -41,12 +41,6 @@
 // Shared memory: the scorer's (N = 256: fp8 131 KiB, mxfp4 139 KiB) + 8 KiB of radix
 //   histogram + R x cap x 8 B of candidates, cap = what fits under the opt-in limit
 //   (H200, H = 64, R = 4: fp8 2,746, mxfp4 2,458).
-// Selector kernel (FI_FUSED_SELECTOR; mxfp4 V4 prefill: groups of 4 rows at H = 64 on
-//   alternate tiles, exact mode, cuda::fused_takes_selector): 512 threads; the consumers run
-//   the dense operator's loop and only filter and queue; warpgroup 3 moves the queued keys into
-//   the candidates and compacts (see "selector warpgroup" below). Shared memory: + 17 KiB of
-//   queues (lag 8), so cap ~1,910 on the H200. Off by default: measured 5-7% slower than the
-//   lockstep kernel (docs/perf.md, session 32).
 // Decode rows take fused_staged.cu instead where its plan applies (a cluster per row segment;
 //   speculative rows while B x context <= 4M positions; the dispatch is in fused_topk()).
 // Measured (docs/perf.md, sessions 35-39): bit-identical to dense + TopK everywhere; prefill
@@ -54,6 +48,7 @@
 //   (V3.2, pairs of rows, three consumer warpgroups), 0.88x at H = 32 (GLM-5, groups of 4).
 #include "../../core/rank_key.h"
 #include "bitmap_order.cuh"
+#include "diagnostics.h"
 #include "bitonic_sort.cuh"
 #include "fused_topk.h"
 #include "paged_scorer.cuh"
@@ -70,12 +65,6 @@ namespace {
 
 constexpr int kConsumers = 256;
 
-#ifndef FI_CHECK_BARRIER_PHASES
-#define FI_CHECK_BARRIER_PHASES 0  // diagnostic knob: 1 counts consumer warps that meet barrier 1 at skewed instances
-#endif
-#ifndef FI_BARRIER_FUZZ
-#define FI_BARRIER_FUZZ 0  // diagnostic knob: 1 sleeps 0-2 us around each consumer barrier (schedule fuzzing)
-#endif
 #if FI_CHECK_BARRIER_PHASES
 using ConsumerSync = PhaseCheckedSync<1, kConsumers>;
 #elif FI_BARRIER_FUZZ
@@ -102,15 +91,11 @@ constexpr int kOrderItems = Sort::kItems;  // a row's final keys (<= Sort::kMaxK
 // finish stay on warpgroups 1-2 (barrier 1), the third waiting at barrier 6 meanwhile.
 // Measured (docs/perf.md, session 39), 8,192 x 65,536: V3.2 19.21 -> 17.66 ms, GLM-5 11.84
 // -> 11.07; V3.2 decode B128 / B32 x 131,072 n2 level (graph-replayed).
-// Experiment knob: FI_FUSED_CONSUMER_WGS=2 keeps two everywhere.
-#ifndef FI_FUSED_CONSUMER_WGS
-#define FI_FUSED_CONSUMER_WGS 3
-#endif
 template <int kWgs>
 using StreamSync = std::conditional_t<kWgs == 2, ConsumerSync, NamedSync<6, 128 * kWgs>>;
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 constexpr int fused_consumer_wgs() {
-  return cuda::fused_consumer_wgs(fp16_chain(kFormat, kAccuracy), kHeads, kRows, FI_FUSED_CONSUMER_WGS == 3);
+  return cuda::fused_consumer_wgs(fp16_chain(kFormat, kAccuracy), kHeads, kRows);
 }
 // The longest window the finish orders by a bitmap in the key ring: one bit and one 32-bit
 // prefix per 32 positions each take half of it (4 x its bytes: 262,144 positions in 64 KiB).
@@ -122,11 +107,8 @@ constexpr int64_t kOrderMaxLen = int64_t(sizeof(Smem::k)) * 4;
 // for the *previous* vote's arrivals and reads its flags, so the two warpgroups no longer
 // meet at every vote (only where a row compacts, and at the guess). A row may then gain three
 // intervals of keys past the limit before it compacts (cuda::fused_vote_plan reserves them).
-// 0: every vote joins the warpgroups. Default since session 38: V4-Pro prefill 15.65 -> 15.16
-// ms, V4-Flash 15.06 -> 14.69, GLM-5 12.70 -> 11.86, decode level (docs/perf.md, 37-38).
-#ifndef FI_FUSED_DEFERRED_VOTES
-#define FI_FUSED_DEFERRED_VOTES 1
-#endif
+// Measured against votes that join the warpgroups: V4-Pro prefill 15.65 -> 15.16 ms,
+// V4-Flash 15.06 -> 14.69, GLM-5 12.70 -> 11.86, decode level (docs/experiments.md, 2026-12-03).
 
 template <int kRows>
 struct SelectState {
@@ -137,41 +119,22 @@ struct SelectState {
   uint64_t tau[kRows];    // a row's threshold: only keys above it are appended
   uint32_t count[kRows];  // a row's candidates
   uint32_t guessed[kRows];  // 1: tau started from the sample's guess (sampled_start.h)
-#if FI_FUSED_DEFERRED_VOTES
   uint32_t vote_tag[4];   // slot v % 4: v + 1 once a thread voted "a row passed the limit" at vote v
   uint64_t vote_bar[4];   // slot v % 4: the consumer threads' arrivals at vote v (256 or 384)
-#endif
 };
 
-// Offsets from the scorer's (1024-aligned) shared memory: selection state, kExtra bytes (the
-// selector warpgroup's queues), then the candidates [R, cap] (rank keys).
-template <class Smem, int kRows, size_t kExtra = 0>
+// Offsets from the scorer's (1024-aligned) shared memory: selection state, then the
+// candidates [R, cap] (rank keys).
+template <class Smem, int kRows>
 struct FusedLayout {
   static constexpr size_t kState = (sizeof(Smem) + 15) / 16 * 16;
-  static constexpr size_t kQueues = kState + (sizeof(SelectState<kRows>) + 15) / 16 * 16;
-  static constexpr size_t kKeys = kQueues + (kExtra + 15) / 16 * 16;
+  static constexpr size_t kKeys = kState + (sizeof(SelectState<kRows>) + 15) / 16 * 16;
   static constexpr size_t kFixed = 1024 + kKeys;  // + the alignment slack of the dynamic base
   static size_t bytes(int32_t cap) { return kFixed + size_t(kRows) * size_t(cap) * 8; }
 };
 
-#ifndef FI_FUSED_MAX_VOTE_EVERY
-#define FI_FUSED_MAX_VOTE_EVERY 8  // steps between compaction votes, at most (a power of two; 1 measured slower)
-#endif
-#ifndef FI_FUSED_PUTS
-#define FI_FUSED_PUTS 1  // experiment knob: 0 drops every score (times the scorer alone; wrong results);
-                         // 2 scores and compares with tau but never appends (times the appends)
-#endif
-#ifndef FI_FUSED_VOTES
-#define FI_FUSED_VOTES 1  // experiment knob: 0 skips every step's vote (timing only, with FI_FUSED_PUTS=0 or 2)
-#endif
+constexpr int32_t kMaxVoteEvery = 8;  // steps between compaction votes, at most (a power of two; 1 measured slower)
 static_assert(FI_FUSED_VOTES || FI_FUSED_PUTS != 1, "without votes the candidate buffers would overflow");
-#ifndef FI_FUSED_SAMPLE
-#define FI_FUSED_SAMPLE 1  // experiment knob: 0 streams every row in the plain order from tau = 0
-#endif
-#ifndef FI_FUSED_PROFILE
-#define FI_FUSED_PROFILE 0  // experiment knob: 1 sums consumer thread 0's clock64 per phase (fused_topk_profile)
-#endif
-
 // FI_FUSED_PROFILE: what consumer thread 0 of every CTA adds up (FusedProfile names the slots).
 #if FI_FUSED_PROFILE
 __device__ unsigned long long g_fused_profile[kFusedProfileSlots];
@@ -206,22 +169,9 @@ constexpr uint32_t kRepair = 1;     // the guess was above the K-th key: scored 
 // start of single tiles. Both kernels are built for
 // every group of 256; the host picks one per call (fused_topk). Measured (docs/perf.md, session 27), 8,192 x
 // 65,536: V4-Pro 18.27 -> 16.79 ms, V4-Flash 18.04 -> 15.90, V4-Pro x 196,608 52.89 -> 46.33.
-// Experiment knobs: FI_FUSED_N256_ALTERNATE=0 keeps shared tiles, =2 takes alternate tiles
-// wherever the capacity allows (fused_min_capacity(K, 128)); FI_FUSED_SAMPLED_PAIRS=0 starts
-// alternate tiles in the plain order from tau = 0. The sampled start on pairs cuts the
-// compactions per CTA from 28.2 to 7.6 at V4-Pro (docs/perf.md, session 35): 8,192 x 65,536
-// V4-Pro 16.44 -> 15.66 ms, V4-Flash 15.62 -> 15.29, V4-Pro x 196,608 44.97 -> 44.51.
-#ifndef FI_FUSED_N256_ALTERNATE
-#define FI_FUSED_N256_ALTERNATE 1
-#endif
-#ifndef FI_FUSED_SAMPLED_PAIRS
-#define FI_FUSED_SAMPLED_PAIRS 1
-#endif
-bool fused_alternate256(int heads, int rows, int32_t k, int32_t cap) {
-  if (FI_FUSED_N256_ALTERNATE == 2) return heads * rows == 256 && cap >= cuda::fused_min_capacity(k, 128);
-  return FI_FUSED_N256_ALTERNATE == 1 && cuda::fused_takes_alternate256(heads, rows, k, cap);
-}
-constexpr bool fused_sampled_pairs() { return FI_FUSED_SAMPLED_PAIRS != 0; }
+// The sampled start on pairs cuts the compactions per CTA from 28.2 to 7.6 at V4-Pro: 8,192 x
+// 65,536 V4-Pro 16.44 -> 15.66 ms, V4-Flash 15.62 -> 15.29, V4-Pro x 196,608 44.97 -> 44.51
+// (docs/experiments.md, 2026-12-03).
 constexpr uint32_t step_puts(int heads, int rows, bool alternate, int consumer_wgs) {
   return uint32_t(cuda::fused_step_puts(heads, rows, alternate, consumer_wgs));
 }
@@ -244,7 +194,6 @@ struct SelectSink {
     Stream::sync();
   }
   static constexpr bool kLockstep = true;
-  static_assert(kLockstep);  // (a use: the selector kernel instantiates it for its compactions only)
   SelectState<kRows>& st;
   uint64_t* keys;  // [kRows, cap]
   int32_t cap, k;
@@ -252,9 +201,7 @@ struct SelectSink {
   uint32_t limit;      // FusedParams::vote_limit
   bool crossed = false;  // since the last vote, one of this thread's appends took a row past limit
   uint32_t dropped = 0;  // FI_FUSED_PUTS = 2: the keys that beat tau (read by the votes, so kept)
-#if FI_FUSED_DEFERRED_VOTES
   uint32_t votes = 0;    // votes cast so far (the same on every consumer thread)
-#endif
   FusedClock clock;
 
   // After the sample (step sm.order.sample, a vote step): each own row with enough sample
@@ -344,9 +291,7 @@ struct SelectSink {
           if ((over >> r) & 1) compact<WgSelect>(st.select.wg[cw], r0 + r, tw, keep_at_most(limit));
       }
     } else {
-#if FI_FUSED_DEFERRED_VOTES
       const bool act = deferred_vote(votes++, full);
-#endif
       if constexpr (kSampled) {
         if (kWgs * step_index == uint32_t(sm.order.sample) && sm.order.sample > 0) {  // a step: kWgs sample tiles
           const long long g0 = clock.now();
@@ -356,12 +301,8 @@ struct SelectSink {
           return;
         }
       }
-#if FI_FUSED_DEFERRED_VOTES
       if (act) {
         Stream::sync();  // every append before this vote is settled
-#else
-      if (Stream::any(full)) {
-#endif
         const uint32_t over = rows_over_limit<kRows>(0);
         if constexpr (kWgs == 2) {
           ConsumerSync::sync();  // every thread has read the counts
@@ -374,7 +315,6 @@ struct SelectSink {
     clock.add(kProfileVotes, clock.now() - t0);
   }
 
-#if FI_FUSED_DEFERRED_VOTES
   // Vote v: publishes this thread's flag and arrives, then returns vote v - 1's answer (the
   // same on every consumer thread) once all consumer threads have cast it. Slot v % 4 is not
   // written again (vote v + 4) before every thread has read it: a thread casting v + 4 has
@@ -390,7 +330,6 @@ struct SelectSink {
     clock.add(kProfileVoteWaitCycles, clock.now() - w0);
     return *reinterpret_cast<volatile uint32_t*>(&st.vote_tag[p & 3]) == v;
   }
-#endif
 
   // The rows of bit mask `over`, each back below the limit (Select: warpgroups 1-2).
   __device__ void compact_rows(uint32_t over, int t) {
@@ -561,232 +500,13 @@ __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, Smem& sm,
   }
 }
 
-// ---------------------------------------------------------------- selector warpgroup
-// Groups of 4 rows at H = 64 on alternate tiles, mxfp4 exact mode (cuda::fused_takes_selector),
-// FI_FUSED_SELECTOR: a fourth warpgroup (threads 384-511) selects while the consumers score
-// on the dense operator's non-lockstep loops (no votes). Consumer warp w (0-7) appends a key
-// that beats its row's published tau to its own ring of that row (QueueSink, kDepth keys);
-// after each tile it publishes its four append counts (pub[tile % lag]) and arrives on
-// done[tile % lag]. Selector warp r owns row r: tile by tile, in order, it waits on done,
-// moves the tile's keys (<= 16 per consumer warp) that beat its tau into the row's
-// candidates, publishes the rings' tails (release) and arrives on freed[tile % lag]; then
-// the four warps vote (named barrier 6) and compact the rows past cap - 64 (RadixSelect<128>),
-// raising tau. Before tile i a consumer waits on freed of tile i - lag (its pub slot and
-// barriers; lag even, so a slot belongs to one warpgroup) and for room for 16 keys in each
-// of its rings (acquire; room for two tiles, see tile_begin). Every wait points to an older tile. At the end the selector
-// arrives on named barrier 7, where the consumers wait before finish_rows. Exact as the
-// lockstep sink: tau only rises and stays at or below the row's K-th key so far, so a stale
-// tau only costs appends, and every key above the final tau reaches the candidates.
-// Registers: 512 threads at 128; setmaxnreg producer 56, selector 40, consumers 208.
-#ifndef FI_FUSED_SELECTOR
-#define FI_FUSED_SELECTOR 0  // 1: the selector kernel where it applies (session 32: 5-7% slower, docs/perf.md)
-#endif
-#ifndef FI_FUSED_SELECTOR_LAG
-#define FI_FUSED_SELECTOR_LAG 8  // tiles the consumers may run ahead of the selector (even)
-#endif
-#ifndef FI_FUSED_SELECTOR_DEPTH
-#define FI_FUSED_SELECTOR_DEPTH 64  // keys per ring (consumer warp, row): the consumers wait for room
-#endif
-#ifndef FI_FUSED_SELECTOR_REGS
-#define FI_FUSED_SELECTOR_REGS 40  // setmaxnreg of the selector warpgroup; the producer gets the rest
-#endif
-constexpr int kSelectorThreads = 512;
-constexpr int kSelectorLag = FI_FUSED_SELECTOR_LAG;
-constexpr int kSelectorRegs = FI_FUSED_SELECTOR_REGS;
-constexpr int kSelectorLaunchRegs = 65536 / kSelectorThreads;  // 128
-constexpr int kSelectorProducerRegs = (kSelectorThreads * kSelectorLaunchRegs - 256 * kConsumerRegs) / 128 - kSelectorRegs;
-static_assert(kSelectorLag >= 2 && kSelectorLag % 2 == 0, "a queue slot belongs to one consumer warpgroup");
-static_assert(kSelectorRegs % 8 == 0 && kSelectorProducerRegs % 8 == 0 && kSelectorProducerRegs >= 24,
-              "register split of the selector kernel");
-constexpr int kTilePuts = cuda::kFusedSelectorTilePuts;  // a tile's keys per row (16 per consumer warp)
-using SelectorSync = NamedSync<6, 128>;
-using SelectorSelect = RadixSelect<128, SelectorSync, 1024>;  // its storage is WgSelect's (st.select.wg[0])
-constexpr uint32_t kSelectorDoneBarrier = 7;                 // selector arrives, consumers wait (384)
-
-template <int kRows>
-struct SelectorQueues {
-  static constexpr int kDepth = FI_FUSED_SELECTOR_DEPTH;  // keys per (consumer warp, row) ring
-  static_assert((kDepth & (kDepth - 1)) == 0 && kDepth >= 32, "ring index by mask, two tiles' keys fit");
-  uint64_t key[8][kRows][kDepth];
-  uint32_t tail[8][kRows];         // keys the selector has taken, per ring (release / acquire)
-  uint64_t tau[kRows];             // published thresholds (relaxed loads and stores)
-  uint32_t head[8][kRows];         // appends so far, per consumer warp and row
-  uint32_t pub[kSelectorLag][4][kRows];  // head after tile i, in slot i % lag, per warp of its warpgroup
-  uint64_t done[kSelectorLag];     // 128 arrivals: the tile's consumer warpgroup
-  uint64_t freed[kSelectorLag];    // 128 arrivals: the selector warpgroup
-  unsigned long long profile[FI_FUSED_PROFILE ? kFusedProfileSlots : 1];  // the selector's clock, for the flush
-
-  __device__ void init(int tid) {
-    if (tid < kSelectorLag) {
-      ptx::mbar_init(&done[tid], 128);
-      ptx::mbar_init(&freed[tid], 128);
-    }
-    if (tid < 8 * kRows) head[tid / kRows][tid % kRows] = tail[tid / kRows][tid % kRows] = 0;
-    if (tid < kRows) tau[tid] = 0;
-  }
-};
-
-// The consumers' sink: filter by the published tau, queue, publish per tile.
-template <int kRows>
-struct QueueSink {
-  static constexpr bool kLockstep = false;
-  SelectorQueues<kRows>& q;
-  int warp;  // consumer warp 0-7
-  int lane;
-  FusedClock clock;  // FI_FUSED_PROFILE: kProfileVotes counts the waits for the selector
-
-  __device__ void put(int r, int64_t, int64_t pos, float v) {
-    if constexpr (FI_FUSED_PUTS == 0) return;
-    const uint64_t rk = rank_key(v, int32_t(pos));
-    if (rk > ptx::ld_relaxed_shared(&q.tau[r])) {
-      const uint32_t i = atomicAdd(&q.head[warp][r], 1u);
-      q.key[warp][r][i & (SelectorQueues<kRows>::kDepth - 1)] = rk;
-    }
-  }
-  // Tile i - lag (this warpgroup's) has left its pub slot and barriers, and each of the
-  // warp's rings has room for the tile's keys.
-  __device__ void tile_begin(int i) {
-    const long long t0 = clock.now();
-    if (i >= kSelectorLag)
-      ptx::mbar_wait(&q.freed[i % kSelectorLag], uint32_t(i / kSelectorLag - 1) & 1);
-    // Room for two tiles' keys (<= 16 each) per ring: the pipelined loop (halves) opens
-    // tile i + 2 before it puts the second half of tile i. Rarely short of room: few keys
-    // beat tau once a row has compacted. (Session 32 reserved one tile: wrong sets at lag 32.)
-    if (lane < kRows) {
-      const uint32_t head = *reinterpret_cast<volatile uint32_t*>(&q.head[warp][lane]);
-      while (head - ptx::ld_acquire_shared(&q.tail[warp][lane]) > uint32_t(SelectorQueues<kRows>::kDepth - 32))
-        __nanosleep(32);
-    }
-    __syncwarp();
-    clock.add(kProfileVotes, clock.now() - t0);
-  }
-  // The warp's appends are settled (__syncwarp), its counts published, each thread's keys
-  // released by its own arrival.
-  __device__ void tile_done(int i) {
-    __syncwarp();
-    if (lane < kRows) q.pub[i % kSelectorLag][warp & 3][lane] = q.head[warp][lane];
-    ptx::mbar_arrive(&q.done[i % kSelectorLag]);
-  }
-};
-
-// The selector warpgroup's stream (tid 0-127): every tile of the CTA in order, then the rows'
-// counts for the finish.
-template <int kRows, class Smem>
-__device__ void select_stream(const FusedParams& f, Smem& sm, SelectState<kRows>& st, SelectorQueues<kRows>& q,
-                              uint64_t* keys, int tid) {
-  static_assert(kRows == 4, "a selector warp per row");
-  constexpr int kDepth = SelectorQueues<kRows>::kDepth;
-  const int r = tid >> 5, lane = tid & 31;
-  const int num_tiles = sm.num_tiles;
-  SelectSink<kRows, kTilePuts, false, false> sink{st, keys, f.cap, f.k, 0u, f.vote_limit};
-  uint64_t* kr = keys + size_t(r) * f.cap;
-  uint32_t n = 0;    // the row's candidates
-  uint64_t tau = 0;  // the row's threshold
-  // Lanes 0-3: ring tails of consumer warps lane (warpgroup 0) and 4 + lane (warpgroup 1).
-  uint32_t tail0 = 0, tail1 = 0;
-  const uint32_t below = (1u << lane) - 1;
-  for (int i = 0; i < num_tiles; ++i) {
-    const int slot = i % kSelectorLag, cw = i & 1;
-    const long long t0 = sink.clock.now();
-    ptx::mbar_wait(&q.done[slot], uint32_t(i / kSelectorLag) & 1);
-    sink.clock.add(kProfileSelectorWait, sink.clock.now() - t0);
-    const uint32_t from = cw ? tail1 : tail0;
-    const uint32_t to = lane < 4 ? q.pub[slot][lane][r] : 0u;
-    if (lane < 4) (cw ? tail1 : tail0) = to;
-    // Lane L takes items L % 8 and L % 8 + 8 of warp L / 8's new keys.
-    const int src = lane >> 3;
-    const uint32_t qf = __shfl_sync(0xffffffffu, from, src), qn = __shfl_sync(0xffffffffu, to, src) - qf;
-    const uint64_t* ring = q.key[4 * cw + src][r];
-    const uint32_t j0 = lane & 7, j1 = j0 + 8;
-    const uint64_t k0 = j0 < qn ? ring[(qf + j0) & (kDepth - 1)] : 0ull;
-    const uint64_t k1 = j1 < qn ? ring[(qf + j1) & (kDepth - 1)] : 0ull;
-    __syncwarp();  // the warp's ring reads are done: the rings' tails move on
-    if (lane < 4) ptx::st_release_shared(&q.tail[4 * cw + lane][r], to);
-    ptx::mbar_arrive(&q.freed[slot]);  // (one arrival per warp measured the same: session 32)
-    const bool p0 = k0 > tau, p1 = k1 > tau;  // 0 (no key) never beats tau
-    const uint32_t b0 = __ballot_sync(0xffffffffu, p0), b1 = __ballot_sync(0xffffffffu, p1);
-    if (p0) kr[n + __popc(b0 & below)] = k0;
-    if (p1) kr[n + __popc(b0) + __popc(b1 & below)] = k1;
-    n += __popc(b0) + __popc(b1);
-    // n <= limit before the tile, + 64: in bounds. Past limit: compact.
-    if (lane == 0) st.count[r] = n;
-    if (SelectorSync::any(n > f.vote_limit)) {
-      uint32_t over = 0;
-#pragma unroll
-      for (int rr = 0; rr < kRows; ++rr) over |= uint32_t(st.count[rr] > f.vote_limit) << rr;
-      SelectorSync::sync();  // every thread has read the counts
-      for (int rr = 0; rr < kRows; ++rr)
-        if ((over >> rr) & 1) sink.template compact<SelectorSelect>(st.select.wg[0], rr, tid, sink.keep_at_most(f.vote_limit));
-      n = st.count[r];  // compact ends with the group's barrier
-      tau = st.tau[r];
-      if (lane == 0) ptx::st_relaxed_shared(&q.tau[r], tau);
-    }
-  }
-  if constexpr (FI_FUSED_PROFILE != 0) {
-    if (tid == 0)
-      for (int i = 0; i < kFusedProfileSlots; ++i) q.profile[i] = sink.clock.v[i];
-  }
-}
-
-// Grid and set-up as fused_topk_kernel; warpgroup 3 selects (select_stream).
-template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
-__global__ void __launch_bounds__(kSelectorThreads, 1)
-    fused_selector_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ FusedParams f) {
-  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, 2, kScorerStages, true, false>;
-  using Queues = SelectorQueues<kRows>;
-  using Layout = FusedLayout<typename Core::Smem, kRows, sizeof(Queues)>;
-  static_assert(Core::kSplitRegs, "the register split below");
-  extern __shared__ uint8_t smem_raw[];
-  auto& sm = carve<typename Core::Smem>(smem_raw);
-  uint8_t* base = reinterpret_cast<uint8_t*>(&sm);
-  auto& st = *reinterpret_cast<SelectState<kRows>*>(base + Layout::kState);
-  auto& q = *reinterpret_cast<Queues*>(base + Layout::kQueues);
-  uint64_t* keys = reinterpret_cast<uint64_t*>(base + Layout::kKeys);
-  const CtaSpan span = cta_span(a);
-  const int64_t group = span.group, split = span.split, c0 = span.c0, c1 = span.c1;
-  if (threadIdx.x < kRows) {
-    st.tau[threadIdx.x] = 0;
-    st.count[threadIdx.x] = 0;
-    st.guessed[threadIdx.x] = 0;
-  }
-  q.init(threadIdx.x);
-  Core::template setup<kSelectorThreads>(a, sm, group, c0, c1, 0);  // ends with a CTA barrier
-
-  const int wg = threadIdx.x / 128;
-  if (wg == 0) {
-    ptx::regs_dealloc<kSelectorProducerRegs>();
-    Core::template produce<2>(a, sm);  // two tiles per step, as the dense operator (one: 1.2-2% slower)
-  } else if (wg == 3) {
-    ptx::regs_dealloc<kSelectorRegs>();
-    select_stream<kRows>(f, sm, st, q, keys, threadIdx.x - 384);
-    ptx::named_barrier_arrive(kSelectorDoneBarrier, 384);
-  } else {
-    ptx::regs_alloc<kConsumerRegs>();
-    const int t = threadIdx.x - 128;
-    QueueSink<kRows> qs{q, t >> 5, t & 31};
-    const long long t0 = qs.clock.now();
-    Core::consume(sm, wg - 1, qs);
-    ptx::named_barrier(kSelectorDoneBarrier, 384);  // the selector's candidates and counts
-    const long long t1 = qs.clock.now();
-    SelectSink<kRows, kTilePuts, false, false> sink{st, keys, f.cap, f.k, 0u, f.vote_limit};
-    finish_rows<kRows>(a, f, sm, sink, split, t);
-    if constexpr (FI_FUSED_PROFILE != 0) {  // one flush per CTA: the consumers', the finish's and the selector's clocks
-      sink.clock.add(kProfileConsume, t1 - t0);
-      sink.clock.add(kProfileFinish, sink.clock.now() - t1);
-      sink.clock.add(kProfileVotes, qs.clock.v[kProfileVotes]);
-      for (int i = 1; i < kFusedProfileSlots; ++i) sink.clock.add(i, q.profile[i]);
-      sink.clock.flush(t == 0, fused_profile_sums());
-    }
-  }
-}
-
 // Grid: one CTA per (group, split), groups in reverse order, as dense_logits_kernel.
 // 384 threads, 512 with a third consumer warpgroup (fused_consumer_wgs).
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy, bool kAlternate>
 __global__ void __launch_bounds__(128 * (1 + fused_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>()), 1)
     fused_topk_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ FusedParams f) {
   constexpr int kWgs = fused_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>();
-  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, kWgs, kScorerStages, kAlternate, fused_sampled_pairs()>;
+  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, kWgs, kScorerStages, kAlternate, true>;
   using Layout = FusedLayout<typename Core::Smem, kRows>;
   extern __shared__ uint8_t smem_raw[];
   auto& sm = carve<typename Core::Smem>(smem_raw);
@@ -809,12 +529,10 @@ __global__ void __launch_bounds__(128 * (1 + fused_consumer_wgs<kFormat, kHeads,
     st.count[threadIdx.x] = 0;
     st.guessed[threadIdx.x] = 0;
   }
-#if FI_FUSED_DEFERRED_VOTES
   if (threadIdx.x < 4) {
     st.vote_tag[threadIdx.x] = 0;
     ptx::mbar_init(&st.vote_bar[threadIdx.x], 128 * kWgs);
   }
-#endif
   Core::setup(a, sm, group, c0, c1, f.repair_launch ? 0 : f.max_sample);  // ends with a CTA barrier
 
   const int wg = threadIdx.x / 128;
@@ -865,21 +583,9 @@ cudaError_t launch(const ScorerArgs& a, const FusedParams& f, cudaStream_t strea
              ? launch_mode<kFormat, kHeads, kRows, kAlternate, ScoreAccuracy::kProduction>(a, f, smem, stream)
              : launch_mode<kFormat, kHeads, kRows, kAlternate, ScoreAccuracy::kExact>(a, f, smem, stream);
 }
-template <CacheFormat kFormat, int kHeads, int kRows>
-using SelectorLayoutOf =
-    FusedLayout<ScorerSmem<kHeads * kRows, kFormat == CacheFormat::kMxfp4>, kRows, sizeof(SelectorQueues<kRows>)>;
-
 // Groups of N = 256 on alternate or shared tiles; other groups take alternate tiles anyway.
-// selector: the selector warpgroup's kernel (groups of 4 rows of H = 64 on alternate tiles).
 template <CacheFormat kFormat, int kHeads, int kRows>
-cudaError_t launch(const ScorerArgs& a, const FusedParams& f, bool alternate, bool selector, cudaStream_t stream) {
-  if constexpr (kFormat == CacheFormat::kMxfp4 && kHeads == 64 && kRows == 4) {
-    if (alternate && selector) {
-      const size_t smem = SelectorLayoutOf<kFormat, kHeads, kRows>::bytes(f.cap);
-      return launch_scorer_kernel<kSelectorThreads>(fused_selector_kernel<kFormat, kHeads, kRows, ScoreAccuracy::kExact>,
-                                                    smem, stream, a, f);
-    }
-  }
+cudaError_t launch(const ScorerArgs& a, const FusedParams& f, bool alternate, cudaStream_t stream) {
   if constexpr (kHeads * kRows == 256) {
     if (alternate) return launch<kFormat, kHeads, kRows, true>(a, f, stream);
   }
@@ -887,17 +593,6 @@ cudaError_t launch(const ScorerArgs& a, const FusedParams& f, bool alternate, bo
 }
 
 }  // namespace
-
-// At 512 threads no instruction may take more than 128 registers (ptxas C7602, whatever the
-// warpgroup's setmaxnreg): the m64n256 fp32 chains of kProduction and of the fp8 caches' FP16
-// path need 154, so only mxfp4 in exact mode (the integer path's m64n128 halves, the
-// E5M2 path's 64-column slices) has the kernel (cuda::fused_takes_selector).
-int32_t fused_selector_capacity(CacheFormat format, size_t smem_limit) {
-  if (format != CacheFormat::kMxfp4) return 0;
-  const size_t fixed = SelectorLayoutOf<CacheFormat::kMxfp4, 64, 4>::kFixed;
-  if (smem_limit <= fixed) return 0;
-  return int32_t(std::min<size_t>((smem_limit - fixed) / (4 * 8), 1 << 20)) & ~int32_t{1};
-}
 
 int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_group, size_t smem_limit) {
   return with_scorer_shape(format, heads, rows_per_group, int32_t{0}, [&]<CacheFormat kF, int kH, int kR>() {
@@ -909,7 +604,7 @@ int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_
 }
 
 int32_t fused_topk_consumer_wgs(CacheFormat format, ScoreAccuracy accuracy, int32_t heads, int32_t rows_per_group) {
-  return cuda::fused_consumer_wgs(fp16_chain(format, accuracy), heads, rows_per_group, FI_FUSED_CONSUMER_WGS == 3);
+  return cuda::fused_consumer_wgs(fp16_chain(format, accuracy), heads, rows_per_group);
 }
 
 namespace {
@@ -923,14 +618,14 @@ StepShape step_shape(CacheFormat format, ScoreAccuracy accuracy, int32_t heads, 
                      bool alternate256) {
   const bool own_rows = heads * rows_per_group == 256 && !alternate256;
   const int32_t wgs = fused_topk_consumer_wgs(format, accuracy, heads, rows_per_group);
-  return {cuda::fused_step_puts(heads, rows_per_group, alternate256, wgs), FI_FUSED_DEFERRED_VOTES != 0 && !own_rows};
+  return {cuda::fused_step_puts(heads, rows_per_group, alternate256, wgs), !own_rows};
 }
 }  // namespace
 
 cuda::FusedVotePlan fused_topk_vote_plan(CacheFormat format, ScoreAccuracy accuracy, int32_t heads,
                                          int32_t rows_per_group, bool alternate256, int32_t cap, int32_t k) {
   const StepShape s = step_shape(format, accuracy, heads, rows_per_group, alternate256);
-  return cuda::fused_vote_plan(cap, k, s.puts, s.deferred, FI_FUSED_MAX_VOTE_EVERY);
+  return cuda::fused_vote_plan(cap, k, s.puts, s.deferred, kMaxVoteEvery);
 }
 
 int32_t fused_topk_min_capacity(CacheFormat format, ScoreAccuracy accuracy, int32_t heads, int32_t rows_per_group,
@@ -970,11 +665,11 @@ int32_t capacity(const IndexerProblem& p, const cuda::ScorerPlan& plan, size_t s
   return fused_topk_capacity(p.cache.format, p.queries.num_heads, plan.rows_per_group, smem_limit);
 }
 bool alternate(const IndexerProblem& p, const cuda::ScorerPlan& plan, int32_t cap) {
-  return fused_alternate256(p.queries.num_heads, plan.rows_per_group, p.k, cap);
+  return cuda::fused_takes_alternate256(p.queries.num_heads, plan.rows_per_group, p.k, cap);
 }
 // The sampled start needs one split (cuda::fused_vote_plan's sample) and a group that samples.
 bool samples(const IndexerProblem& p, const cuda::ScorerPlan& plan, bool alternate256) {
-  return group_samples(p.queries.num_heads * plan.rows_per_group, alternate256, fused_sampled_pairs());
+  return group_samples(p.queries.num_heads * plan.rows_per_group, alternate256, true);
 }
 size_t repair_flags_bytes(const IndexerProblem& p) { return size_t(p.rows.rows()) * sizeof(uint32_t); }
 }  // namespace
@@ -1000,11 +695,6 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   f.cap = capacity(p, args.plan, args.smem_limit);
   const bool pairs = alternate(p, args.plan, f.cap);
   const int32_t step = step_shape(p.cache.format, p.accuracy, p.queries.num_heads, args.plan.rows_per_group, pairs).puts;
-  const int32_t selector_cap = fused_selector_capacity(p.cache.format, args.smem_limit);
-  const bool selector =
-      FI_FUSED_SELECTOR != 0 &&
-      cuda::fused_takes_selector(p.cache.format == CacheFormat::kMxfp4 && p.accuracy == ScoreAccuracy::kExact,
-                                 p.queries.num_heads, args.plan.rows_per_group, pairs, p.k, selector_cap);
   f.by_rank = p.order == OutputOrder::kRank;
   f.ws = args.plan.splits > 1 ? SplitCandidates::in(args.workspace, rows, args.plan.splits, p.k) : SplitCandidates{};
   if (f.cap < fused_topk_min_capacity(p.cache.format, p.accuracy, p.queries.num_heads, args.plan.rows_per_group, p.k))
@@ -1014,12 +704,7 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
   if (votes.limit < f.k) return cudaErrorInvalidConfiguration;  // (alternate tiles of N = 256 reserve theirs)
   f.vote_every = votes.every;
   f.vote_limit = uint32_t(votes.limit);
-  if (selector) {  // it compacts a row past cap - 64 after each tile
-    f.cap = selector_cap;
-    f.vote_every = 1;
-    f.vote_limit = uint32_t(f.cap - kTilePuts);
-  }
-  const bool sampled = FI_FUSED_SAMPLE && !selector && args.plan.splits == 1 && samples(p, args.plan, pairs);
+  const bool sampled = args.plan.splits == 1 && samples(p, args.plan, pairs);
   // The plan counts steps: step / 64 tiles each.
   f.max_sample = sampled ? votes.sample_steps * (step / 64) : 0;
   f.repair = f.max_sample > 0 ? static_cast<uint32_t*>(args.workspace) : nullptr;
@@ -1028,7 +713,7 @@ cudaError_t fused_topk(const FusedTopKArgs& args, cudaStream_t stream) {
     return with_scorer_shape(p.cache.format, p.queries.num_heads, args.plan.rows_per_group,
                              cudaErrorInvalidConfiguration,
                              [&]<CacheFormat kF, int kH, int kR>() {
-                               return launch<kF, kH, kR>(a, fp, pairs, selector, stream);
+                               return launch<kF, kH, kR>(a, fp, pairs, stream);
                              });
   };
   cudaError_t e = run(f);

@@ -44,17 +44,12 @@ cudaError_t fused_staged_topk(const IndexerProblem& p, const TopKOutputs& out, c
 // 0 when the shape has no kernel.
 int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_group, size_t smem_limit);
 
-// Candidate keys per row of the selector warpgroup's kernel (groups of 4 rows at H = 64,
-// mxfp4) within smem_limit; 0 for formats without it.
-int32_t fused_selector_capacity(CacheFormat format, size_t smem_limit);
-
-// Consumer warpgroups of the fused lockstep kernel of this shape (cuda::fused_consumer_wgs
-// under this build's FI_FUSED_CONSUMER_WGS): 2, or 3 (512 threads).
+// Consumer warpgroups of the fused lockstep kernel of this shape (cuda::fused_consumer_wgs):
+// 2, or 3 (512 threads).
 int32_t fused_topk_consumer_wgs(CacheFormat format, ScoreAccuracy accuracy, int32_t heads, int32_t rows_per_group);
 
 // The votes of a launch of this shape (cuda::fused_vote_plan: a step of one tile per consumer
-// warpgroup, or of one shared tile; deferred where this build defers them:
-// FI_FUSED_DEFERRED_VOTES and every warpgroup on every row).
+// warpgroup, or of one shared tile; deferred where every warpgroup scores every row).
 cuda::FusedVotePlan fused_topk_vote_plan(CacheFormat format, ScoreAccuracy accuracy, int32_t heads,
                                          int32_t rows_per_group, bool alternate256, int32_t cap, int32_t k);
 
@@ -83,7 +78,6 @@ enum FusedProfile : int {
   kProfileCompactedKeys,   // candidates the compactions read
   kProfileFinish,          // cycles of the finish: final compactions, sort, output writes
   kProfileSortCycles,      // of which the final sorts
-  kProfileSelectorWait,    // the selector warpgroup's waits for the consumers' tiles (FI_FUSED_SELECTOR)
   kProfileGuessesHeld,     // rows (not cycles): a sampled start's guess held (at least K keys >= it)
   kProfileRepairs,         // rows: the guess was above the K-th key, so the repair launch scored them again
   kProfileGuessCycles,     // of kProfileVotes: the sampled start's guess

@@ -58,7 +58,7 @@
 //   one warpgroup's epilogue under the other's MMAs; its rare fp32 paths 64 columns at a time);
 //   with N <= 128 they take alternate tiles. The dense operator's integer path on alternate
 //   tiles splits each tile into two m64n128 halves, one half's MMAs under the other's head
-//   sums, two tiles per loop iteration (consume_tiles_s8_halves, FI_SCORER_S8_HALVES; same
+//   sums, two tiles per loop iteration (consume_tiles_s8_halves; same
 //   bits). The dense kernel's
 //   register-key groups of N <= 64 and fp8 groups of N = 128 in exact mode (its
 //   prefill groups) run a third consumer warpgroup (512 threads, every third tile;
@@ -67,7 +67,7 @@
 //   lockstep kernel's groups of N = 128 in the FP16 chain (fused_topk.cu).
 //   The dense operator's register-key groups of N <= 64 take each warpgroup's tiles in pairs,
 //   one tile's head sums and puts under the next tile's first MMA group
-//   (consume_tiles_reg_pairs, FI_SCORER_REG_PAIRS).
+//   (consume_tiles_reg_pairs).
 //   When a consumer holds 128 columns or converts keys the producer gives it registers
 //   (setmaxnreg 88 / 208; with three consumers 40 / 152); its weights live in registers.
 // Sinks: put(r, row, position, score) for every in-window score (r: the row's index in
@@ -90,6 +90,7 @@
 
 #include "../../core/row_window.h"
 #include "../heuristics.h"
+#include "diagnostics.h"
 #include "flashindexer/problem.h"
 #include "fp4_convert.cuh"
 #include "ptx.cuh"
@@ -170,38 +171,20 @@ inline constexpr int kScorerStages = 8;  // key tiles in the ring (16 raw tiles 
 
 // Register-key path (mxfp4 groups of N <= 128 columns: decode, next_n <= 2 at H = 64): the
 // producer only copies raw tiles; consumers convert keys into WGMMA A fragments in registers.
-// FI_SCORER_REG_KEYS=0 (experiment knob) sends them through the producer's conversion instead.
-#ifndef FI_SCORER_REG_KEYS
-#define FI_SCORER_REG_KEYS 1
-#endif
 
 // Register-key groups of N <= 64 with three consumer warpgroups: the warpgroup's tiles in
 // pairs, the second tile's first MMA group in flight under the first tile's head sums
-// (consume_tiles_reg_pairs; same scores). Measured (docs/perf.md, session 42): the dense
-// scorer 2-3% faster, the fused decode clusters 0.4-1.2% slower. 0: nowhere; 1 (default):
-// sinks that ask for it (kRegKeyPairs: the dense operator's); 2: every sink that neither
-// steps nor tracks tiles.
-#ifndef FI_SCORER_REG_PAIRS
-#define FI_SCORER_REG_PAIRS 1
-#endif
+// (consume_tiles_reg_pairs; same scores), for sinks that ask for it (kRegKeyPairs: the dense
+// operator's). Measured: the dense scorer 2-3% faster, the fused decode clusters 0.4-1.2%
+// slower (docs/experiments.md, 2026-12-04).
 template <class Sink>
 concept AsksRegKeyPairs = requires { requires Sink::kRegKeyPairs; };
 
-// mxfp4 groups of N = 256 take the integer path (s8 WGMMA) unless FI_SCORER_S8=0 (experiment
-// knob: the E5M2 path everywhere).
-#ifndef FI_SCORER_S8
-#define FI_SCORER_S8 1
-#endif
-// The integer path on alternate tiles (kAlternate256) in two halves of 128 columns, one
-// half's MMAs in flight under the other half's head sums (consume_tiles_s8_halves). Order
-// only, same scores. Measured (docs/perf.md, session 28, V4-Pro 8,192 x 65,536): the dense
-// scorer 1-2% faster; the fused kernel 2.5-3.4% slower, its producer's FP4 conversion then
-// the bound (6% faster than one chain with the conversion skipped). 0: one m64n256 chain
-// per tile everywhere; 1 (default): halves for sinks that do not step (dense); 2: halves
-// for the fused sink too.
-#ifndef FI_SCORER_S8_HALVES
-#define FI_SCORER_S8_HALVES 1
-#endif
+// The integer path on alternate tiles (kAlternate256) in two halves of 128 columns for sinks
+// that do not step (dense), one half's MMAs in flight under the other half's head sums
+// (consume_tiles_s8_halves). Order only, same scores. Measured at V4-Pro 8,192 x 65,536: the
+// dense scorer 1-2% faster; the fused kernel 2.5-3.4% slower, its producer's FP4 conversion
+// then the bound (docs/experiments.md, 2026-12-02).
 
 // mxfp4 only: raw key tiles as stored, before their conversion (E5M2 or s8): thread t's two
 // 16-byte chunks (blocks 2 (t % 2) and 2 (t % 2) + 1 of token t / 2) at chunks t and t + 128.
@@ -217,7 +200,7 @@ struct NoRawRing {};
 // their stages).
 template <int kN, bool kMx, int kRing = kScorerStages>
 struct ScorerSmem {
-  static constexpr bool kRegKeys = kMx && kN <= 128 && FI_SCORER_REG_KEYS != 0;
+  static constexpr bool kRegKeys = kMx && kN <= 128;
   static constexpr int kStages = kRegKeys ? 2 * kRing : kRing;
   // fp8 queries [N, 128], swizzled; fp8 caches keep room for the kExact path's f16 queries:
   // two [N, 64] f16 atoms (D in MMA order, load_queries), swizzled.
@@ -257,69 +240,19 @@ __device__ __forceinline__ float load_weight(const Queries& q, int64_t row, int 
 // Register split when a consumer holds 128 columns. setmaxnreg only moves registers within
 // the CTA's launch allocation, 168 per thread (65536 / 384, rounded down to a multiple of
 // 8): 128 x 88 + 256 x 208 = 384 x 168. Asking for more makes setmaxnreg.inc wait forever.
-// FI_SCORER_CONSUMER_REGS (experiment knob) moves the split: the producer gets the rest.
-#ifndef FI_SCORER_CONSUMER_REGS
-#define FI_SCORER_CONSUMER_REGS 208
-#endif
 inline constexpr int kLaunchRegs = 168;
-// Sanitizer knob: FI_SCORER_SPLIT_REGS=0 keeps every warp at the launch's 168 registers (no
-// setmaxnreg; the consumers of N >= 128 spill), for compute-sanitizer runs of the same code
-// without the register moves (they hung racecheck on fused_staged.cu; session 22 ran the
-// lockstep kernel's racecheck both ways: the same reports).
-#ifndef FI_SCORER_SPLIT_REGS
-#define FI_SCORER_SPLIT_REGS 1
-#endif
-// Timing-only experiment knobs (wrong scores; docs/perf.md, "What bounds the consumer"):
-// FI_SCORER_MMA=0 skips the tile's MMAs (the epilogue runs on zeros; register keys: on values
-// from the raw words, with no conversion or partial adds either), FI_SCORER_EPILOGUE=0
-// skips the head sums' relus and weights (each score is the plain sum of its accumulators),
-// FI_SCORER_CONSUMER_FENCE=0 skips the fp8 consumers' proxy fence (a race in principle).
-// Default 1: the real kernel.
-#ifndef FI_SCORER_MMA
-#define FI_SCORER_MMA 1
-#endif
-#ifndef FI_SCORER_EPILOGUE
-#define FI_SCORER_EPILOGUE 1
-#endif
-#ifndef FI_SCORER_CONSUMER_FENCE
-#define FI_SCORER_CONSUMER_FENCE 1
-#endif
-// FI_SCORER_PRODUCER_CONVERT=0 (timing only, wrong scores): the mxfp4 producer of N = 256
-// groups stores nothing: its copies, waits, fence and barriers alone.
-#ifndef FI_SCORER_PRODUCER_CONVERT
-#define FI_SCORER_PRODUCER_CONVERT 1
-#endif
+inline constexpr int kConsumerRegs = 208;  // the producer gets the rest
 // Ping-pong (order only, same scores): the two consumer warpgroups that share tiles (N = 256)
-// take turns on the tensor cores, so one's epilogue runs under the other's MMAs (named
-// barriers 4, 5). Measured at d000f7a (docs/perf.md, session 8): dense fp8 in the default
-// mode (FP16 chain) 1.09x faster; the FP8 chains (kProduction) 2-3% slower. FI_SCORER_PINGPONG:
-// 0 never, 1 wherever tiles are shared, 2 (default) only for the FP16 chain. Since session 25
-// the dense operator scores prefill in that mode in groups of N = 128 with three consumer
-// warpgroups instead (4.7% faster at H = 64), so it takes turns only in the knob's groups of
-// N = 256; the fused operator's shared tiles (K = 2048) do: V3.2 20.48 -> 20.24 ms (docs/perf.md,
-// session 36; session 8 measured the fused sink slower, when every step met at a barrier: its
-// shared-tile votes are per warpgroup since).
-#ifndef FI_SCORER_PINGPONG
-#define FI_SCORER_PINGPONG 2
-#endif
-// The two consumer warpgroups of a lockstep sink on alternate tiles take turns too, tile by
-// tile in tile order, so they do not issue their MMAs together (e.g. after a compaction, where
-// both meet at barrier 1). FI_SCORER_PINGPONG_ALTERNATE: 0 never, 1 (default) in the
-// fused operator's groups of N < 256 (GLM-5 prefill, decode pairs), 2 also in its N = 256
-// alternate tiles (V4 prefill). Measured (docs/perf.md, session 37): GLM-5 prefill 13.12 ->
-// 12.66 ms; V4 prefill 2.1-2.8% slower with 2.
-#ifndef FI_SCORER_PINGPONG_ALTERNATE
-#define FI_SCORER_PINGPONG_ALTERNATE 1
-#endif
+// take turns on the tensor cores in the FP16 chain, so one's epilogue runs under the other's
+// MMAs (named barriers 4, 5): dense fp8 in exact mode 1.09x faster, the FP8 chains 2-3%
+// slower (docs/experiments.md, 2026-11-29); the fused operator's shared tiles (K = 2048):
+// V3.2 20.48 -> 20.24 ms (2026-12-03). The two consumer warpgroups of a lockstep sink on
+// alternate tiles of N < 256 take turns too, tile by tile, so they do not issue their MMAs
+// together (e.g. after a compaction, where both meet at barrier 1): GLM-5 prefill 13.12 ->
+// 12.66 ms; V4 prefill (N = 256) 2.1-2.8% slower that way (2026-12-03).
 // Known-uniform indices (same scores): the consumers' warpgroup and stage indices broadcast
 // from lane 0 (ptx::warp_uniform), so ptxas may keep what derives from them in uniform
-// registers. Whether a loop gains is a matter of scheduling, measured per loop in session 24
-// (docs/perf.md): 0 nowhere, 1 (default) where it measured faster (consume_tiles), 2 in every
-// consumer loop. Re-measure 0 / 2 against 1 after a change to a hot loop.
-#ifndef FI_SCORER_UNIFORM_INDICES
-#define FI_SCORER_UNIFORM_INDICES 1
-#endif
-inline constexpr int kConsumerRegs = FI_SCORER_CONSUMER_REGS;
+// registers, in the loops where that measured faster (consume_tiles; 2026-12-01).
 inline constexpr int kProducerRegs = ((kScorerThreads * kLaunchRegs - 256 * kConsumerRegs) / 128) & ~7;
 static_assert(kProducerRegs >= 24 && 128 * kProducerRegs + 256 * kConsumerRegs <= kScorerThreads * kLaunchRegs,
               "register split beyond the launch allocation");
@@ -336,23 +269,6 @@ template <class Smem>
 __device__ Smem& carve(uint8_t* raw) {
   const uint32_t pad = (1024u - (ptx::smem_addr(raw) & 1023u)) & 1023u;
   return *reinterpret_cast<Smem*>(raw + pad);
-}
-
-// A sink that tracks tiles (fused_topk.cu's queue sink): tile_begin(i) before the first put
-// of the warpgroup's tile i (i: the tile's index in the CTA's sequence) and tile_done(i)
-// after its last, from every thread of the warpgroup. The non-lockstep loops call them.
-template <class Sink>
-concept TileHooks = requires(Sink& s) {
-  s.tile_begin(0);
-  s.tile_done(0);
-};
-template <class Sink>
-__device__ __forceinline__ void sink_tile_begin(Sink& s, int i) {
-  if constexpr (TileHooks<Sink>) s.tile_begin(i);
-}
-template <class Sink>
-__device__ __forceinline__ void sink_tile_done(Sink& s, int i) {
-  if constexpr (TileHooks<Sink>) s.tile_done(i);
 }
 
 // kConsumerWgs: consumer warpgroups (2; 3 for groups of N <= 64 on the register-key path and
@@ -393,14 +309,14 @@ struct PagedScorer {
   // mxfp4 groups that share tiles can take the integer path (s8 WGMMA; sm.q_s8 per CTA) in the
   // exact mode. kProduction keeps its single FP8 chain: with the E5M2 producer's lighter
   // conversion it is the faster one (docs/perf.md, session 15).
-  static constexpr bool kS8 = kMx && !kRegKeys && kAccuracy == ScoreAccuracy::kExact && FI_SCORER_S8 != 0;
+  static constexpr bool kS8 = kMx && !kRegKeys && kAccuracy == ScoreAccuracy::kExact;
 
   // ---------------------------------------------------------------- set-up
   // Resolves and validates the group's rows, plans the passes and the tile order (up to
   // max_sample tiles first when one pass covers the group: sampled_start.h), loads Q and
   // weights, initialises the barriers. All threads; ends with a CTA barrier.
-  // kLaunchThreads: the CTA's threads; those past kThreads (the fused selector warpgroup)
-  // meet the barriers but take no share of the work.
+  // kLaunchThreads: the CTA's threads; those past kThreads meet the barriers but take no
+  // share of the work.
   template <int kLaunchThreads = kThreads>
   __device__ static void setup(const ScorerArgs& a, Smem& sm, int64_t group, int64_t c0, int64_t c1,
                                int32_t max_sample = 0) {
@@ -1257,7 +1173,7 @@ struct PagedScorer {
     for (int e = 0; e < kNw / 2; ++e) acc[e] = fmaf(p1[e], rel(3, e), fmaf(p0[e], rel(2, e), acc[e]));
   }
 
-  // Register keys, N <= 64, three consumer warpgroups (FI_SCORER_REG_PAIRS): the warpgroup's
+  // Register keys, N <= 64, three consumer warpgroups (kRegKeyPairs sinks): the warpgroup's
   // tiles i, i2 = i + 3 per iteration, nothing in flight at the back edge (ptxas C7514):
   //   open i, G1(i) | close i | open i2, G1(i2) | put i | close i2 | put i2
   // so tile i's head sums, reduce and puts run under tile i2's first MMA group. Same scores
@@ -1413,16 +1329,14 @@ struct PagedScorer {
   // other's accumulators.
   template <class Sink>
   __device__ __forceinline__ static void consume(Smem& sm, int cw, Sink& sink) {
-    if constexpr ((FI_SCORER_REG_PAIRS == 2 || (FI_SCORER_REG_PAIRS == 1 && AsksRegKeyPairs<Sink>)) &&
-                  FI_SCORER_MMA != 0 && FI_SCORER_EPILOGUE != 0 && kRegKeys && kNw <= 64 && kConsumerWgs == 3 &&
-                  !Sink::kLockstep &&
-                  !TileHooks<Sink>) {
+    if constexpr (AsksRegKeyPairs<Sink> && FI_SCORER_MMA != 0 && FI_SCORER_EPILOGUE != 0 && kRegKeys && kNw <= 64 &&
+                  kConsumerWgs == 3 && !Sink::kLockstep) {
       consume_tiles_reg_pairs(sm, cw, sink);
       return;
     }
     if constexpr (kS8) {
       if (sm.q_s8) {
-        if constexpr (kAlternate256 && (FI_SCORER_S8_HALVES == 2 || (FI_SCORER_S8_HALVES == 1 && !Sink::kLockstep))) {
+        if constexpr (kAlternate256 && !Sink::kLockstep) {
           consume_tiles_s8_halves(sm, cw, sink);
         } else {
           consume_tiles<true>(sm, cw, sink);
@@ -1491,7 +1405,6 @@ struct PagedScorer {
       tl.stage = ptx::warp_uniform(i % kStages);
       tl.tile = tile_at(order, i);
       ptx::mbar_wait(&sm.full[tl.stage], (i / kStages) & 1);
-      sink_tile_begin(sink, i);
       tl.word0 = __float_as_uint(sm.kscale[tl.stage][m0]);
       tl.word1 = __float_as_uint(sm.kscale[tl.stage][m1]);
       tl.wide = sm.ring.wide[tl.stage] == uint32_t(i + 1);
@@ -1529,7 +1442,6 @@ struct PagedScorer {
       quad_reduce_scatter<kRowsW / 2>(s, x, out);
 #pragma unroll
       for (int w = 0; w < kHalfOut; ++w) put(h * kHalfOut + w, pos, out[w] * tl.ks);
-      if constexpr (h == 1) sink_tile_done(sink, tl.index);
     };
     using HalfA = std::integral_constant<int, 0>;
     using HalfB = std::integral_constant<int, 1>;
@@ -1547,7 +1459,6 @@ struct PagedScorer {
         const int64_t pos = pass.tile_first(tl.tile) + m;
 #pragma unroll
         for (int w = 0; w < kOut; ++w) put(w, pos, out[w] * tl.ks);
-        sink_tile_done(sink, tl.index);
         return;
       }
       issue(acc_a, tl.desc_k, desc_q);
@@ -1611,15 +1522,12 @@ struct PagedScorer {
     // prefill; its query descriptors, V3.2 2.1-2.7% faster) and the loops of warpgroups that
     // take alternate tiles (decode; cw and the stage). The shared-tile loops (N = 256: dense
     // prefill, the integer path) measured 1-10% slower that way and keep plain values
-    // (docs/perf.md, session 24).
-    constexpr bool kUniformStage =
-        FI_SCORER_UNIFORM_INDICES == 2 || (FI_SCORER_UNIFORM_INDICES == 1 && !kShareTiles);
-    constexpr bool kUniformCw = kUniformStage || (FI_SCORER_UNIFORM_INDICES == 1 && kF16 && Sink::kLockstep);
+    // (docs/experiments.md, 2026-12-01).
+    constexpr bool kUniformStage = !kShareTiles;
+    constexpr bool kUniformCw = kUniformStage || (kF16 && Sink::kLockstep);
     const int cw = kUniformCw ? ptx::warp_uniform(cw_in) : cw_in;
     constexpr bool kPingPong =
-        (kShareTiles && (FI_SCORER_PINGPONG == 1 || (FI_SCORER_PINGPONG == 2 && kF16))) ||
-        (!kShareTiles && Sink::kLockstep && kConsumerWgs == 2 &&
-         (FI_SCORER_PINGPONG_ALTERNATE == 2 || (FI_SCORER_PINGPONG_ALTERNATE == 1 && !kAlternate256)));
+        (kShareTiles && kF16) || (!kShareTiles && Sink::kLockstep && kConsumerWgs == 2 && !kAlternate256);
     const int t = threadIdx.x - 128;  // 0..(128 x kConsumerWgs - 1)
     const int lane = t & 31, warp = (t >> 5) & 3;
     const int m0 = warp * 16 + (lane >> 2), m1 = m0 + 8;
@@ -1680,8 +1588,7 @@ struct PagedScorer {
       const int tile = tile_at(order, i);
       // mxfp4: the producer fenced its converted tile before the full barrier.
       ptx::mbar_wait(&sm.full[stage], (i / kStages) & 1);
-      sink_tile_begin(sink, i);
-      if constexpr (!kMx && !kF16 && FI_SCORER_CONSUMER_FENCE != 0) ptx::fence_proxy_async_smem();  // cp.async (generic proxy) bytes -> WGMMA (async proxy)
+      if constexpr (!kMx && !kF16) ptx::fence_proxy_async_smem();  // cp.async (generic proxy) bytes -> WGMMA (async proxy)
       float ks0 = 0.0f, ks1 = 0.0f;  // register keys: from the tile's scale words, in mma_tile_reg
       if constexpr (!kRegKeys) {
         ks0 = sm.kscale[stage][m0];
@@ -1766,7 +1673,6 @@ struct PagedScorer {
           sink.put(r_of[w], row_of[w], pos, v);
         }
       }
-      sink_tile_done(sink, i);
     }
 #pragma unroll
     for (int w = 0; w < kOut; ++w)

@@ -16,12 +16,6 @@
 
 #include "../../core/host_device.h"
 
-// GLM-5 prefill (H = 32, groups of 4: N = 128) 14.22 -> 13.11 ms with a sample (docs/perf.md,
-// session 36).
-#ifndef FI_SCORER_SAMPLED_N128
-#define FI_SCORER_SAMPLED_N128 1  // experiment knob: 0 keeps groups of N < 256 in the plain order (no sample)
-#endif
-
 namespace flashindexer::sm90 {
 
 struct SampleOrder {
@@ -69,10 +63,11 @@ FI_HD int32_t guess_rank(int32_t k, int64_t n, int64_t window) {
 // Whether a fused scorer group of n columns (one split) may start with a sample: shared
 // tiles (N = 256) in steps of one tile; alternate tiles (N = 256 where the buffers hold 2 K
 // keys, and every N < 256) in steps of one tile per consumer warpgroup, where `pairs`
-// (FI_FUSED_SAMPLED_PAIRS) lets them. The host (fused_topk: the repair flags, max_sample) and
-// the kernel's tile order (PagedScorer::kSampledOrder) both ask it.
+// lets them. The host (the repair flags, max_sample) and the kernel's tile order
+// (PagedScorer::kSampledOrder) both ask it. GLM-5 prefill (H = 32, groups of 4: N = 128)
+// 14.22 -> 13.11 ms with a sample (docs/experiments.md, 2026-12-03).
 FI_HD constexpr bool group_samples(int n, bool alternate256, bool pairs) {
-  return (n == 256 && (!alternate256 || pairs)) || (FI_SCORER_SAMPLED_N128 != 0 && n < 256 && pairs);
+  return (n == 256 && (!alternate256 || pairs)) || (n < 256 && pairs);
 }
 
 }  // namespace flashindexer::sm90

@@ -39,6 +39,7 @@
 #include "../../core/row_window.h"
 #include "block_select.cuh"
 #include "cluster_launch.h"
+#include "diagnostics.h"
 #include "grid_radix_select.cuh"
 #include "phase_clock.cuh"
 #include "staged_select.cuh"
@@ -47,9 +48,7 @@
 namespace flashindexer::sm90 {
 namespace {
 
-#ifndef FI_TOPK_MIN_BLOCKS
-#define FI_TOPK_MIN_BLOCKS 2  // CTAs per SM the register budget is sized for
-#endif
+constexpr int kMinBlocks = 2;  // CTAs per SM the register budget is sized for
 // float4 per thread per group; two groups in flight (4 or 8 measured no faster, session 9)
 // (the pair kernel too, at 128 registers: 35.5 vs 34.9 us at 64 x 65,536, session 11)
 constexpr int kUnroll = 2;
@@ -57,9 +56,6 @@ constexpr int kBlock = kRowBlock;     // threads of the rows, split and merge ke
 constexpr int kFinishThreads = 1024;  // the grid select's finish: one CTA per row, <= 8 rows
 using FinishSelector = BlockSelector<kFinishThreads>;
 
-#ifndef FI_TOPK_PROFILE
-#define FI_TOPK_PROFILE 0  // experiment knob: 1 sums thread 0's clock64 per phase (topk_profile)
-#endif
 #if FI_TOPK_PROFILE
 __device__ unsigned long long g_topk_profile[kTopKProfileSlots];
 __device__ unsigned long long* topk_profile_sums() { return g_topk_profile; }
@@ -267,7 +263,7 @@ __device__ void push_keys(BlockSelector<kThreads>& sel, const uint64_t* keys, in
 }
 
 // One CTA per row: the whole window, final outputs.
-__global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_rows_kernel(const TopKArgs a) {
+__global__ void __launch_bounds__(kBlock, kMinBlocks) topk_rows_kernel(const TopKArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
   auto& st = *reinterpret_cast<RowSelector::Storage*>(smem);
   __shared__ uint32_t scratch;
@@ -569,7 +565,7 @@ __global__ void __launch_bounds__(kBlock, 1) topk_staged_kernel(const TopKArgs a
 }
 
 // kSplit: one chunk of a row, its exact local top K (unsorted) to the workspace.
-__global__ void __launch_bounds__(kBlock, FI_TOPK_MIN_BLOCKS) topk_split_kernel(const TopKArgs a) {
+__global__ void __launch_bounds__(kBlock, kMinBlocks) topk_split_kernel(const TopKArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
   auto& st = *reinterpret_cast<RowSelector::Storage*>(smem);
   // No early ptx::launch_dependents(): the merge's CTAs (90 KiB each) then took SM room
@@ -1057,9 +1053,8 @@ __global__ void __launch_bounds__(kBlock, 2) cluster_merge_kernel(const TopKArgs
   cluster.barrier_wait();  // no CTA leaves while another may read its shared memory
 }
 
-// (heuristics.h kFusedStagedClusterMerge: the plans' cost model knows which merge runs.)
 bool use_cluster_merge(const TopKArgs& a) {
-  return cuda::kFusedStagedClusterMerge && a.order == OutputOrder::kPosition && a.splits >= 2 &&
+  return a.order == OutputOrder::kPosition && a.splits >= 2 &&
          a.splits <= cuda::kFusedStagedMaxSegments;
 }
 
@@ -1090,16 +1085,12 @@ cudaError_t configure_kernels() {
 
 // kernel<<<grid, block, smem, stream>>>(a) as a programmatic dependent of the stream's
 // previous kernel: it may start while that one runs, and waits for it
-// (ptx::wait_for_previous_kernel) before reading what it wrote. Experiment knob
-// FI_TOPK_PDL=0: plain stream order (the waits then return at once).
-#ifndef FI_TOPK_PDL
-#define FI_TOPK_PDL 1
-#endif
+// (ptx::wait_for_previous_kernel) before reading what it wrote.
 cudaError_t launch_dependent(void (*kernel)(TopKArgs), dim3 grid, int block, size_t smem, cudaStream_t stream,
                              const TopKArgs& a) {
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = FI_TOPK_PDL;
+  attr.val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(unsigned(block));
@@ -1193,7 +1184,7 @@ cudaError_t topk_merge_splits(const TopKArgs& a, cudaStream_t stream, bool order
     cudaLaunchAttribute attrs[2]{};
     cudaLaunchConfig_t cfg = cluster_config(attrs[0], rows * ctas, kBlock, 0, ctas, stream);
     attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[1].val.programmaticStreamSerializationAllowed = FI_TOPK_PDL;
+    attrs[1].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attrs;
     cfg.numAttrs = 2;
     return cudaLaunchKernelEx(&cfg, cluster_merge_kernel, a);
