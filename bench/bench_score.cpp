@@ -18,10 +18,10 @@
 #include <tuple>
 #include <vector>
 
-#include "bench_topk.h"
+#include "bench.h"
 #include "bench_util.h"
-#include "cuda/sm90/fused_topk.h"
-#include "cuda/sm90/topk_over_logits.h"
+#include "cuda/sm90/kernels/fused_topk.h"
+#include "cuda/sm90/kernels/topk_over_logits.h"
 #include "flashindexer/host_problem.h"
 #include "flashindexer/operators.h"
 
@@ -143,16 +143,15 @@ std::string output_difference(const TopKOutputs& a, const TopKOutputs& b, int64_
   return "";
 }
 
-// The decode-cluster plan that the CUDA backend takes for p (cuda_backend.cpp's staged_plan)
-// where it applies on this device; cluster 0 otherwise (the lockstep kernel runs).
+// The decode-cluster plan that the CUDA backend takes for p where it applies on this device
+// (cuda::fused_staged_plan); cluster 0 otherwise (the lockstep kernel runs).
 cuda::FusedStagedPlan backend_staged_plan(const IndexerProblem& p) {
   int dev = 0, sms = 0, smem_optin = 0;
   if (cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
     return {};
-  const cuda::FusedStagedPlan plan = sm90::fused_staged_plan(p, sms, sm90::staged_cluster_capacities());
-  return sm90::fused_staged_applies(p, plan, size_t(smem_optin)) ? plan : cuda::FusedStagedPlan{};
+  return cuda::fused_staged_plan(p, {sms, size_t(smem_optin), sm90::staged_cluster_capacities()});
 }
 
 // --plan-sweep (a developer tool: the data behind heuristics.h's plan_fused_staged): on a
@@ -176,9 +175,9 @@ int sweep_staged_plans(const ScorePoint& pt, IndexerProblem p, TopKOutputs (&out
       cuda::for_each_fused_staged_plan(
           p.rows.max_context, c,
           [&](const cuda::FusedStagedPlan& plan) {
-            if (!sm90::fused_staged_applies(p, plan, size_t(smem_optin))) return;
+            if (!flashindexer::cuda::fused_staged_applies(p, plan, size_t(smem_optin))) return;
             plans.push_back(plan);
-            ws_bytes = std::max(ws_bytes, sm90::fused_staged_workspace_bytes(p, plan));
+            ws_bytes = std::max(ws_bytes, flashindexer::cuda::fused_staged_workspace_bytes(p, plan));
           },
           r);
     }

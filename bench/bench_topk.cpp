@@ -1,7 +1,7 @@
 // flashindexer bench-topk: TopK over logits on the GPU, with the copy-bandwidth floor
 // measured in the same run. One JSON line per point (schema shared with
 // bench/torch_topk_baseline.py); each line carries the command that reproduces it.
-#include "bench_topk.h"
+#include "bench.h"
 
 #include <cuda_runtime.h>
 
@@ -14,7 +14,7 @@
 
 #include "bench_data.cuh"
 #include "bench_util.h"
-#include "cuda/sm90/topk_over_logits.h"
+#include "cuda/sm90/kernels/topk_over_logits.h"
 #include "flashindexer/operators.h"
 
 namespace flashindexer::bench {

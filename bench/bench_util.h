@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "cuda/sm90/topk_over_logits.h"
+#include "cuda/sm90/kernels/topk_over_logits.h"
 
 namespace flashindexer::bench {
 

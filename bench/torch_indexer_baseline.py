@@ -7,7 +7,7 @@ FP4 / paged FP8 kernel runs the indexer), same JSON-lines schema. Per point it t
     scores:  bf16 q @ k^T per row chunk, relu, * w, sum over heads -> fp32 [rows, context]
     topk:    the scores above, then torch.topk(k)
 on random inputs generated on the GPU (timing only; correctness lives in the C++ tests).
-Run on the same GPU in the same session as the bench (tools/device.sh score does).
+Run on the same GPU in the same device call as the bench (tools/device.sh score does).
 """
 import json
 import os

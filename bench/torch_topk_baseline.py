@@ -2,7 +2,7 @@
 """torch.topk over materialized fp32 logits: the baseline for `flashindexer bench-topk`.
 
 Same points, same distributions (generated with torch, same laws), same JSON-lines
-schema. Run on the same GPU in the same session (tools/device.sh does).
+schema. Run on the same GPU in the same device call (tools/device.sh does).
 """
 import json
 import os

@@ -8,8 +8,8 @@
 #include <utility>
 #include <cstdint>
 
-#include "cuda/sm90/e2m1_e5m2.h"
-#include "cuda/sm90/e2m1_s8.h"
+#include "cuda/sm90/scorer/e2m1_e5m2.h"
+#include "cuda/sm90/scorer/e2m1_s8.h"
 #include "oracle/fp64_oracle.h"
 
 namespace {

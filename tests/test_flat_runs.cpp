@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "cuda/sm90/flat_runs.h"
+#include "cuda/sm90/select/flat_runs.h"
 
 namespace {
 

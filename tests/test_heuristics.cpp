@@ -1,7 +1,7 @@
 // Launch heuristics are pure functions of host-known shapes (CPU-tested).
 #include <gtest/gtest.h>
 
-#include "cuda/heuristics.h"
+#include "cuda/plan/heuristics.h"
 
 namespace {
 using flashindexer::cuda::plan_scorer;
@@ -220,7 +220,7 @@ TEST(Heuristics, AlternateTilesForGroupsOf256) {
   EXPECT_FALSE(dense_takes_alternate256(true, 32, 8));
   EXPECT_FALSE(dense_takes_alternate256(false, 64, 2));  // N = 128: not a group of 256
   static_assert(dense_takes_alternate256(false, 64, 4));  // usable in templates
-  // The H200's capacities (H = 64, R = 4): mxfp4 2,458 (2,330 before session 29's smaller raw
+  // The H200's capacities (H = 64, R = 4): mxfp4 2,458 (2,330 before the 2026-12-02 run's smaller raw
   // ring), fp8 2,746.
   EXPECT_TRUE(fused_takes_alternate256(64, 4, 512, 2458));    // V4-Flash
   EXPECT_TRUE(fused_takes_alternate256(64, 4, 1024, 2458));   // V4-Pro
@@ -298,7 +298,7 @@ TEST(Heuristics, SampledPairsStayWithinTheVoteLimit) {
       ASSERT_LE(tiles * 64, fused_vote_limit(cap, 128, every)) << "k " << k << " cap " << cap;
       ASSERT_EQ(tiles % 2, 0);
     }
-  // mxfp4 prefill on the H200 until session 29 (cap 2,330, K = 512): votes every 4 steps, 2 x 12 = 24 sample
+  // mxfp4 prefill on the H200 until 2026-12-02 (cap 2,330, K = 512): votes every 4 steps, 2 x 12 = 24 sample
   // tiles, as many as shared tiles take (24 steps of one tile, votes every 8).
   EXPECT_EQ(fused_vote_interval(2330, 512, 128), 4);
   EXPECT_EQ(fused_sample_tiles(2330, 512, 128, 4), 12);
@@ -407,7 +407,7 @@ TEST(Heuristics, FusedDecodeClustersCoverTheRowInBoundedChunks) {
   // One request: segments of clusters of 8 in one wave, as many as the merge takes cheaply.
   // By rank (the ordered merge; the fastest plans of the H200's sweeps at 65,536: K = 2048 5,
   // K = 1024 10, K = 512 11-13); by position (the cluster merge: 8 x 13 the fastest at every K
-  // in sessions 19 and 43).
+  // in 2026-11-30 and 2026-12-04).
   for (const int32_t k : {512, 1024, 2048}) {
     plan = plan_fused_staged(1, 65536, k, 132, h200, 1, false);
     EXPECT_EQ(plan.cluster, 8) << k;
@@ -417,7 +417,7 @@ TEST(Heuristics, FusedDecodeClustersCoverTheRowInBoundedChunks) {
     EXPECT_EQ(plan.cluster, 8) << k;
     EXPECT_EQ(plan.segments, 13) << k;
   }
-  // Session 43's sweep, by position: a request's two speculative rows of 32,768 take clusters
+  // the 2026-12-04 run's sweep, by position: a request's two speculative rows of 32,768 take clusters
   // of two, 16 segments each (V3.2: 36.9 us against the old pick 8 x 7's 43.9; V4-Pro 37.2
   // against 41.9); B8 x 8,192 next_n 2 rows alone, 2 x 4 (V3.2 38.3 us against 4 x 1's 41.5
   // and 2 x 8 pairs' 43.5).
@@ -467,21 +467,21 @@ TEST(Heuristics, FusedDecodeClustersCoverTheRowInBoundedChunks) {
         EXPECT_EQ(spec_plan.rows_per_cta, 2) << what;
       }
     }
-  // The H200's V3.2 sweep (docs/perf.md, session 20): B1 rows alone, B8 and up pairs.
+  // The H200's V3.2 sweep (docs/experiments.md, 2026-11-30): B1 rows alone, B8 and up pairs.
   EXPECT_EQ(plan_fused_staged(2, 131072, 2048, 132, h200, 2, true, 2).rows_per_cta, 1);
   EXPECT_EQ(plan_fused_staged(2, 32768, 2048, 132, h200, 2, true, 2).rows_per_cta, 1);
   EXPECT_EQ(plan_fused_staged(16, 131072, 2048, 132, h200, 2, true, 2).rows_per_cta, 2);
   EXPECT_EQ(plan_fused_staged(64, 131072, 2048, 132, h200, 2, true, 2).rows_per_cta, 2);
   EXPECT_EQ(plan_fused_staged(128, 32768, 2048, 132, h200, 2, true, 2).rows_per_cta, 2);
   EXPECT_EQ(plan_fused_staged(256, 32768, 2048, 132, h200, 2, true, 2).rows_per_cta, 2);
-  // Pairs up to 16M positions (B128 x 131,072: 2 x 4 pairs, the fastest plan of session 21's
+  // Pairs up to 16M positions (B128 x 131,072: 2 x 4 pairs, the fastest plan of the 2026-11-30 run's
   // sweep), the lockstep kernel beyond.
   const auto b128 = plan_fused_staged(256, 131072, 2048, 132, h200, 2, true, 2);
   EXPECT_EQ(b128.rows_per_cta, 2);
   EXPECT_EQ(b128.cluster, 2);
   EXPECT_EQ(b128.segments, 4);
   EXPECT_EQ(plan_fused_staged(256, 262144, 2048, 132, h200, 2, true, 2).cluster, 0);
-  // The fastest plans of session 21's sweeps (H200, V3.2 next_n = 2, 81fa74a): B8 x 32,768 2 x 8
+  // The fastest plans of the 2026-11-30 run's sweeps (H200, V3.2 next_n = 2, 81fa74a): B8 x 32,768 2 x 8
   // pairs, B64 and B128 x 32,768 2 x 1 pairs (one segment: a pair's chunk of 16,384), B32 x
   // 131,072 2 x 4 pairs.
   const auto expect_pairs = [&](int64_t requests, int64_t width, int segments) {

@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
-#include "cuda/heuristics.h"
-#include "cuda/sm90/sampled_start.h"
+#include "cuda/plan/heuristics.h"
+#include "cuda/sm90/scorer/sampled_start.h"
 
 namespace {
 using flashindexer::sm90::group_samples;

@@ -5,7 +5,7 @@
 
 #include <random>
 
-#include "cuda/sm90/score_passes.h"
+#include "cuda/sm90/scorer/score_passes.h"
 
 namespace {
 using namespace flashindexer::sm90;

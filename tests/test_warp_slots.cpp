@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "cuda/sm90/warp_slots.h"
+#include "cuda/sm90/select/warp_slots.h"
 
 namespace {
 

@@ -30,7 +30,7 @@ for step in $steps; do
         # fp8 decode clusters (both tools take the merge's larger buffer, the cluster merge and
         # row pairs at H = 32, which move no registers); the mxfp4 ones
         # hang under memcheck in some runs unless built with -DFI_STAGED_SETMAXNREG=0
-        # (docs/perf.md, session 16): tools/device_prebuilt.sh.
+        # (docs/experiments.md, 2026-11-30): tools/device_prebuilt.sh.
         filter="$small:GpuFused.SanitizerDecodeClustersLargeMerge:GpuFused.SanitizerDecodeClustersMerge"
         filter="$filter:GpuFused.SanitizerDecodeClustersPairs"
         [ "$tool" = memcheck ] && filter="$filter:GpuFused.SanitizerSampledStart:GpuFused.SanitizerDecodeClustersFp8"

@@ -60,7 +60,7 @@ for v in "${variants[@]}"; do
       # Runs side by side with the tests (none of them is timed), each bounded: racecheck
       # and memcheck on the small cases, and memcheck on each decode-cluster case. The mxfp4
       # cluster cases hang under memcheck in some runs unless the variant is built with
-      # -DFI_STAGED_SETMAXNREG=0 (session 16): sanitize that variant (SANITIZE_<name>=1).
+      # -DFI_STAGED_SETMAXNREG=0 (2026-11-30): sanitize that variant (SANITIZE_<name>=1).
       runs=("racecheck:$small" "memcheck:$small" "racecheck:GpuFused.SanitizerDecodeClustersLargeMerge"
             "racecheck:GpuFused.SanitizerDecodeClustersMerge" "racecheck:GpuFused.SanitizerDecodeClustersPairs")
       # (Pairs runs at H = 32, whose pairs move no registers: at H = 64 racecheck did not finish
@@ -69,7 +69,7 @@ for v in "${variants[@]}"; do
       runs+=("memcheck:GpuFaults.SanitizerCorruptedMetadata")  # corrupted device metadata: nothing read out of bounds
       # The one-split lockstep finish (prefill's): memcheck on every case, racecheck on all but
       # the four ties cases, where racecheck reports hazards that barrier-instance counting and
-      # schedule fuzzing do not bear out (docs/perf.md, session 23): run those on their own.
+      # schedule fuzzing do not bear out (docs/experiments.md, 2026-12-01): run those on their own.
       runs+=("memcheck:GpuFused/LockstepOneSplit.*"
              "racecheck:GpuFused/LockstepOneSplit.Sanitizer/*gaussian*:GpuFused/LockstepOneSplit.Sanitizer/*ascending*")
       # SANITIZE_RUNS_<name>="tool:filter ...": this variant's own list instead (e.g. racecheck

@@ -5,7 +5,7 @@
 # of four. Carry ".prebuilt"; device_prebuilt.sh unpacks it before it runs.
 #   usage: [CLI_ONLY=1] tools/pack_prebuilt.sh build/release build/variant_x ...
 #   (CLI_ONLY=1: leaves the tests binaries out, for timing-only calls; each binary packs to
-#   ~9 MB since session 37, so four variants with tests exceed the carry limit)
+#   ~9 MB Since 2026-12-03, so four variants with tests exceed the carry limit)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || { echo "usage: $0 build/dir ..." >&2; exit 2; }

@@ -23,7 +23,7 @@
 #include <thread>
 
 #if defined(FLASHINDEXER_WITH_CUDA)
-#include "bench_topk.h"
+#include "bench.h"
 #endif
 #include "flashindexer/host_problem.h"
 #include "flashindexer/operators.h"

@@ -91,22 +91,39 @@ class CpuBackend final : public BackendImpl {
   }
   bool addresses(const void*) const override { return true; }
 
-  Status supports(const IndexerProblem&, Operator) const override { return Status::ok(); }
-  Status supports(const TopKProblem&) const override { return Status::ok(); }
-
-  size_t workspace_bytes(const IndexerProblem& p, Operator op, const Launch& l) const override {
-    const bool fused = op == Operator::kFusedTopK;
-    return size_t(workers_for(l, p.rows.rows())) * slice_for(p.queries.num_heads, true, fused ? p.k : 0).bytes();
+  // The plan: worker threads and each one's workspace slice (score scratch, selector keys).
+  struct CpuPlan {
+    int workers;
+    Slice slice;
+  };
+  Status plan(const IndexerProblem& p, Operator op, const Launch& l, Plan* plan) const override {
+    count_plan();
+    const CpuPlan c{workers_for(l, p.rows.rows()),
+                    slice_for(p.queries.num_heads, true, op == Operator::kFusedTopK ? p.k : 0)};
+    plan->workspace_bytes = size_t(c.workers) * c.slice.bytes();
+    set_plan_decisions(plan, c);
+    return Status::ok();
   }
-  size_t workspace_bytes(const TopKProblem& p, const Launch& l) const override {
-    return size_t(workers_for(l, p.rows.rows())) * slice_for(0, false, p.k).bytes();
+  Status plan(const TopKProblem& p, const Launch& l, Plan* plan) const override {
+    count_plan();
+    const CpuPlan c{workers_for(l, p.rows.rows()), slice_for(0, false, p.k)};
+    plan->workspace_bytes = size_t(c.workers) * c.slice.bytes();
+    set_plan_decisions(plan, c);
+    return Status::ok();
+  }
+  std::string describe(const Plan& plan) const override {
+    const CpuPlan c = plan_decisions<CpuPlan>(plan);
+    return std::string(to_string(plan.op)) + ": " + std::to_string(c.workers) + " worker threads, " +
+           std::to_string(c.slice.bytes()) + " bytes of workspace each\n";
   }
 
-  Status dense_logits(const IndexerProblem& p, const LogitsOutput& out, const Launch& l) const override {
+  Status dense_logits(const Plan& plan, const IndexerProblem& p, const LogitsOutput& out,
+                      const Launch& l) const override {
     const int64_t rows = p.rows.rows();
-    const Slice slice = slice_for(p.queries.num_heads, true, 0);
+    const CpuPlan c = plan_decisions<CpuPlan>(plan);
+    const Slice slice = c.slice;
     auto* ws = static_cast<uint8_t*>(l.workspace);
-    parallel_rows(rows, workers_for(l, rows), [&](int worker, int64_t r) {
+    parallel_rows(rows, c.workers, [&](int worker, int64_t r) {
       const ScoreScratch sc =
           carve_score_scratch(reinterpret_cast<float*>(ws + size_t(worker) * slice.bytes()), p.queries.num_heads);
       float* dst = out.logits + r * out.row_stride;
@@ -124,11 +141,13 @@ class CpuBackend final : public BackendImpl {
     return Status::ok();
   }
 
-  Status topk_over_logits(const TopKProblem& p, const TopKOutputs& out, const Launch& l) const override {
+  Status topk_over_logits(const Plan& plan, const TopKProblem& p, const TopKOutputs& out,
+                          const Launch& l) const override {
     const int64_t rows = p.rows.rows();
-    const Slice slice = slice_for(0, false, p.k);
+    const CpuPlan c = plan_decisions<CpuPlan>(plan);
+    const Slice slice = c.slice;
     auto* ws = static_cast<uint8_t*>(l.workspace);
-    parallel_rows(rows, workers_for(l, rows), [&](int worker, int64_t r) {
+    parallel_rows(rows, c.workers, [&](int worker, int64_t r) {
       StreamSelector sel(reinterpret_cast<uint64_t*>(ws + size_t(worker) * slice.bytes()),
                          selector_capacity(p.k), p.k);
       const RowWindow w = resolve_row(p.rows, p.pages, r);
@@ -144,11 +163,13 @@ class CpuBackend final : public BackendImpl {
     return Status::ok();
   }
 
-  Status fused_topk(const IndexerProblem& p, const TopKOutputs& out, const Launch& l) const override {
+  Status fused_topk(const Plan& plan, const IndexerProblem& p, const TopKOutputs& out,
+                    const Launch& l) const override {
     const int64_t rows = p.rows.rows();
-    const Slice slice = slice_for(p.queries.num_heads, true, p.k);
+    const CpuPlan c = plan_decisions<CpuPlan>(plan);
+    const Slice slice = c.slice;
     auto* ws = static_cast<uint8_t*>(l.workspace);
-    parallel_rows(rows, workers_for(l, rows), [&](int worker, int64_t r) {
+    parallel_rows(rows, c.workers, [&](int worker, int64_t r) {
       uint8_t* base = ws + size_t(worker) * slice.bytes();
       const ScoreScratch sc = carve_score_scratch(reinterpret_cast<float*>(base), p.queries.num_heads);
       StreamSelector sel(reinterpret_cast<uint64_t*>(base + slice.score_bytes), selector_capacity(p.k), p.k);

@@ -8,10 +8,10 @@
 #include <memory>
 #include <random>
 
-#include "cuda/heuristics.h"
-#include "cuda/sm90/fused_topk.h"
-#include "cuda/sm90/sampled_start.h"
-#include "cuda/sm90/topk_over_logits.h"
+#include "cuda/plan/heuristics.h"
+#include "cuda/sm90/kernels/fused_topk.h"
+#include "cuda/sm90/scorer/sampled_start.h"
+#include "cuda/sm90/kernels/topk_over_logits.h"
 #include "gpu/gpu_util.h"
 
 namespace fit {
@@ -209,7 +209,7 @@ TEST(GpuFused, KOrdersAndShapes) {
 struct LockstepRun {
   DeviceOutputs out;
   DeviceVector<uint8_t> ws;
-  flashindexer::cuda::ScorerPlan plan;
+  flashindexer::cuda::CallPlan plan;
   size_t optin = 0;
   // plan_sms > 0: the plan of a GPU with that many SMs (1: one split per group, as in prefill).
   explicit LockstepRun(const IndexerProblem& p, int plan_sms = 0) : out(p.rows.rows(), p.k) {
@@ -218,12 +218,12 @@ struct LockstepRun {
     EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
     if (plan_sms > 0) sms = plan_sms;
     optin = size_t(smem);
-    plan = flashindexer::cuda::plan_scorer(p.rows.form == RowForm::kDecode, p.rows.rows(), p.rows.next_n,
-                                           p.rows.num_requests, p.queries.num_heads, p.rows.max_context, sms);
-    ws.fill(std::max<size_t>(sm90::fused_topk_workspace_bytes(p, plan, {}, optin), 1), 0xCD);
+    const flashindexer::cuda::DeviceLimits limits{sms, optin, sm90::staged_cluster_capacities()};
+    EXPECT_TRUE(flashindexer::cuda::plan_indexer(p, Operator::kFusedTopK, limits, &plan, false).is_ok());
+    ws.fill(std::max<size_t>(plan.workspace_bytes, 1), 0xCD);
   }
   cudaError_t run(const IndexerProblem& p) {
-    const sm90::FusedTopKArgs args{&p, out.o, plan, ws.get(), optin, {}};
+    const sm90::FusedTopKArgs args{&p, out.o, plan.scorer, plan.lockstep, {}, ws.get()};
     return sm90::fused_topk(args, nullptr);
   }
 };
@@ -235,9 +235,9 @@ void expect_lockstep_exact(const HostProblem& h, const std::string& what, int pl
   DeviceProblem d(h);
   LockstepRun f(d.p, plan_sms);
   if (split_rows) {
-    ASSERT_GT(f.plan.max_splits, 1) << what << ": the rows are split";
+    ASSERT_GT(f.plan.scorer.max_splits, 1) << what << ": the rows are split";
   } else {
-    ASSERT_EQ(f.plan.splits, 1) << what << ": one split per group";
+    ASSERT_EQ(f.plan.scorer.splits, 1) << what << ": one split per group";
   }
   const DenseThenTopK dense = gpu_dense_then_topk(d.p);
   uint32_t skew = 0;
@@ -295,10 +295,10 @@ void expect_sampled_start(bool boost, int32_t context, int32_t kK = 2048, int32_
   const int32_t cap = sm90::fused_topk_capacity(CacheFormat::kFp8E4M3, heads, kNextN, size_t(optin));
   const bool pairs = flashindexer::cuda::fused_takes_alternate256(heads, kNextN, kK, cap);
   ASSERT_EQ(pairs, heads == 64 && kK <= 1024) << "cap " << cap << ", K " << kK;
-  const int32_t wgs = sm90::fused_topk_consumer_wgs(CacheFormat::kFp8E4M3, h.accuracy, heads, kNextN);
+  const int32_t wgs = flashindexer::cuda::fused_consumer_wgs(CacheFormat::kFp8E4M3, h.accuracy, heads, kNextN);
   const int32_t step = flashindexer::cuda::fused_step_puts(heads, kNextN, pairs, wgs);  // a tile per warpgroup
   const int32_t sample_steps =
-      sm90::fused_topk_vote_plan(CacheFormat::kFp8E4M3, h.accuracy, heads, kNextN, pairs, cap, kK).sample_steps;
+      flashindexer::cuda::fused_topk_vote_plan(CacheFormat::kFp8E4M3, h.accuracy, heads, kNextN, pairs, cap, kK).sample_steps;
   const sm90::SampleOrder order = sm90::SampleOrder::plan((len + 63) / 64, sample_steps * (step / 64));
   ASSERT_GT(order.sample, 0) << "cap " << cap << ", length " << len << ", K " << kK;
   if (boost)
@@ -366,13 +366,13 @@ TEST(GpuFused, SampledStartWithThirtyTwoHeads) {
   const int32_t k = cap / 2 + 32;
   ASSERT_FALSE(flashindexer::cuda::fused_takes_alternate256(32, kRowsPerGroup, k, cap)) << "cap " << cap;
   const ScoreAccuracy acc = SyntheticSpec{}.accuracy;  // the mode the problem below runs in
-  ASSERT_GE(cap, sm90::fused_topk_min_capacity(CacheFormat::kFp8E4M3, acc, 32, kRowsPerGroup, k)) << "cap " << cap;
+  ASSERT_GE(cap, flashindexer::cuda::fused_topk_min_capacity(CacheFormat::kFp8E4M3, acc, 32, kRowsPerGroup, k)) << "cap " << cap;
   SyntheticSpec s = spec(CacheFormat::kFp8E4M3, Generator::kGaussian, int64_t(2) * sms * kRowsPerGroup, 1, 16384, k, 94);
   s.num_heads = 32;
   const HostProblem h = make(s);
   const int32_t tiles = int32_t((h.window_end[0] + 63) / 64);  // the shortest window of the first group
   const int32_t sample_steps =
-      sm90::fused_topk_vote_plan(CacheFormat::kFp8E4M3, acc, 32, kRowsPerGroup, false, cap, k).sample_steps;
+      flashindexer::cuda::fused_topk_vote_plan(CacheFormat::kFp8E4M3, acc, 32, kRowsPerGroup, false, cap, k).sample_steps;
   ASSERT_GT(sm90::SampleOrder::plan(tiles, sample_steps).sample, 0)
       << "cap " << cap << ", k " << k << ", tiles " << tiles;
   DeviceProblem d(h);
@@ -426,9 +426,10 @@ SyntheticSpec decode_rows(CacheFormat f, Generator g, int32_t requests, int64_t 
 }
 
 flashindexer::cuda::FusedStagedPlan staged_plan_of(const HostProblem& h) {
-  int sms = 0;
+  int sms = 0, optin = 0;
   EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
-  return sm90::fused_staged_plan(h.view(), sms, sm90::staged_cluster_capacities());
+  EXPECT_EQ(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0), cudaSuccess);
+  return flashindexer::cuda::fused_staged_plan(h.view(), {sms, size_t(optin), sm90::staged_cluster_capacities()});
 }
 
 // Whether a plan's segments hand the ordered merge more keys than the selector's buffer holds
@@ -446,10 +447,10 @@ void expect_plan_exact(const HostProblem& h, const flashindexer::cuda::FusedStag
   int optin = 0;
   GPU_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
   DeviceProblem d(h);
-  ASSERT_TRUE(sm90::fused_staged_applies(d.p, plan, size_t(optin))) << what;
+  ASSERT_TRUE(flashindexer::cuda::fused_staged_applies(d.p, plan, size_t(optin))) << what;
   const DenseThenTopK dense = gpu_dense_then_topk(d.p);
   DeviceOutputs out(d.p.rows.rows(), d.p.k);
-  DeviceVector<uint8_t> ws(std::max<size_t>(sm90::fused_staged_workspace_bytes(d.p, plan), 1), 0xCD);
+  DeviceVector<uint8_t> ws(std::max<size_t>(flashindexer::cuda::fused_staged_workspace_bytes(d.p, plan), 1), 0xCD);
   HostResults fused;
   for (int run = 0; run < runs; ++run) {
     GPU_CHECK(cudaMemset(out.positions.get(), 0x7F, out.positions.n * 4));
@@ -477,7 +478,7 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
     const HostProblem h = make(s);
     const auto plan = staged_plan_of(h);
     DeviceProblem d(h);
-    ASSERT_TRUE(sm90::fused_staged_applies(d.p, plan, size_t(optin))) << what;
+    ASSERT_TRUE(flashindexer::cuda::fused_staged_applies(d.p, plan, size_t(optin))) << what;
     one_segment |= plan.segments == 1;
     segments |= plan.segments > 1;
     expect_fused_exact(h, what + ": " + std::to_string(plan.segments) + " x " + std::to_string(plan.cluster) +
@@ -508,7 +509,7 @@ TEST(GpuFused, DecodeClustersMatchDenseThenTopK) {
     widen_query_head(wide, 2);
     const auto plan = staged_plan_of(wide);
     DeviceProblem d(wide);
-    ASSERT_TRUE(sm90::fused_staged_applies(d.p, plan, size_t(optin)));
+    ASSERT_TRUE(flashindexer::cuda::fused_staged_applies(d.p, plan, size_t(optin)));
     expect_fused_exact(wide, "4 x 20,000 wide tokens and a wide head");
   }
   SyntheticSpec s = decode(Generator::kStructured, 60, 20000, 512, 163);
@@ -694,36 +695,36 @@ TEST(FusedDecodeClusters, AppliesToDecodeRowsOfOneRequestWithinTheGrid) {
   p.k = 512;
   const flashindexer::cuda::FusedStagedPlan plan{2, 1, 32768};
   constexpr size_t kH200 = 227 * 1024;
-  EXPECT_TRUE(sm90::fused_staged_applies(p, plan, kH200));
+  EXPECT_TRUE(flashindexer::cuda::fused_staged_applies(p, plan, kH200));
   p.cache.format = CacheFormat::kFp8E4M3;
-  EXPECT_TRUE(sm90::fused_staged_applies(p, plan, kH200));
-  EXPECT_FALSE(sm90::fused_staged_applies(p, plan, 128 * 1024)) << "the stage alone is 128 KiB";
-  EXPECT_FALSE(sm90::fused_staged_applies(p, flashindexer::cuda::FusedStagedPlan{}, kH200)) << "no clusters";
+  EXPECT_TRUE(flashindexer::cuda::fused_staged_applies(p, plan, kH200));
+  EXPECT_FALSE(flashindexer::cuda::fused_staged_applies(p, plan, 128 * 1024)) << "the stage alone is 128 KiB";
+  EXPECT_FALSE(flashindexer::cuda::fused_staged_applies(p, flashindexer::cuda::FusedStagedPlan{}, kH200)) << "no clusters";
   p.queries.num_heads = 48;
-  EXPECT_FALSE(sm90::fused_staged_applies(p, plan, kH200)) << "no kernel for H = 48";
+  EXPECT_FALSE(flashindexer::cuda::fused_staged_applies(p, plan, kH200)) << "no kernel for H = 48";
   p.queries.num_heads = 64;
   p.rows.next_n = 2;  // speculative rows: one row per cluster segment too
-  EXPECT_TRUE(sm90::fused_staged_applies(p, plan, kH200));
+  EXPECT_TRUE(flashindexer::cuda::fused_staged_applies(p, plan, kH200));
   // fp8 pairs (a request's two rows per CTA): both stages fit beside the scorer's 100 KiB up to
   // kFusedStagedPairMaxChunk positions; not mxfp4 (no kernel: its consumers would spill), not
   // for rows that are not next_n = 2.
   using flashindexer::cuda::kFusedStagedPairMaxChunk;
   const flashindexer::cuda::FusedStagedPlan pair{2, 2, kFusedStagedPairMaxChunk, 2};
-  EXPECT_TRUE(sm90::fused_staged_applies(p, pair, kH200));
-  EXPECT_FALSE(sm90::fused_staged_applies(p, {2, 2, kFusedStagedPairMaxChunk + 1024, 2}, kH200)) << "stages too wide";
+  EXPECT_TRUE(flashindexer::cuda::fused_staged_applies(p, pair, kH200));
+  EXPECT_FALSE(flashindexer::cuda::fused_staged_applies(p, {2, 2, kFusedStagedPairMaxChunk + 1024, 2}, kH200)) << "stages too wide";
   p.queries.num_heads = 32;
-  EXPECT_TRUE(sm90::fused_staged_applies(p, pair, kH200)) << "H = 32";
+  EXPECT_TRUE(flashindexer::cuda::fused_staged_applies(p, pair, kH200)) << "H = 32";
   p.queries.num_heads = 64;
   p.cache.format = CacheFormat::kMxfp4;
-  EXPECT_FALSE(sm90::fused_staged_applies(p, pair, kH200)) << "mxfp4 pairs";
+  EXPECT_FALSE(flashindexer::cuda::fused_staged_applies(p, pair, kH200)) << "mxfp4 pairs";
   p.cache.format = CacheFormat::kFp8E4M3;
   p.rows.next_n = 1;
-  EXPECT_FALSE(sm90::fused_staged_applies(p, pair, kH200)) << "pairs of next_n = 1 rows";
+  EXPECT_FALSE(flashindexer::cuda::fused_staged_applies(p, pair, kH200)) << "pairs of next_n = 1 rows";
   p.rows.num_requests = INT32_MAX;
-  EXPECT_FALSE(sm90::fused_staged_applies(p, plan, kH200)) << "2 x INT32_MAX CTAs";
+  EXPECT_FALSE(flashindexer::cuda::fused_staged_applies(p, plan, kH200)) << "2 x INT32_MAX CTAs";
   p.rows.form = RowForm::kRagged;
   p.rows.num_requests = 64;
-  EXPECT_FALSE(sm90::fused_staged_applies(p, plan, kH200)) << "prefill rows";
+  EXPECT_FALSE(flashindexer::cuda::fused_staged_applies(p, plan, kH200)) << "prefill rows";
 }
 
 // Host only (CI): the capacity that supports() asks for is what the launch needs. At
@@ -740,21 +741,21 @@ TEST(FusedLockstepRoom, MinCapacityHoldsTheVotePlan) {
       for (const int32_t h : {32, 64})
         for (int32_t rows = 1; h * rows <= 256; rows *= 2)
           for (const int32_t k : {1, 512, 1000, 1024, 2048}) {
-            const int32_t wgs = sm90::fused_topk_consumer_wgs(f, acc, h, rows);
+            const int32_t wgs = flashindexer::cuda::fused_consumer_wgs(f, acc, h, rows);
             const bool shared = h * rows == 256;
             const int32_t step = shared ? 64 : 64 * wgs;
-            const int32_t cap = sm90::fused_topk_min_capacity(f, acc, h, rows, k);
+            const int32_t cap = flashindexer::cuda::fused_topk_min_capacity(f, acc, h, rows, k);
             const std::string at = "h " + std::to_string(h) + " rows " + std::to_string(rows) + " k " +
                                    std::to_string(k) + " wgs " + std::to_string(wgs);
             ASSERT_GE(cap, k + (shared ? 1 : 3) * step) << at;
-            ASSERT_GE(sm90::fused_topk_vote_plan(f, acc, h, rows, false, cap, k).limit, k) << at;
+            ASSERT_GE(flashindexer::cuda::fused_topk_vote_plan(f, acc, h, rows, false, cap, k).limit, k) << at;
           }
   // Three consumer warpgroups only in the FP16 chain (fp8, default mode) at N = 128.
-  EXPECT_EQ(sm90::fused_topk_min_capacity(CacheFormat::kFp8E4M3, ScoreAccuracy::kExact, 64, 1, 2048), 2048 + 3 * 128);
-  EXPECT_EQ(sm90::fused_topk_min_capacity(CacheFormat::kMxfp4, ScoreAccuracy::kExact, 64, 2, 2048), 2048 + 3 * 128);
-  EXPECT_EQ(sm90::fused_topk_min_capacity(CacheFormat::kFp8E4M3, ScoreAccuracy::kExact, 64, 4, 2048), 2048 + 64);
-  EXPECT_EQ(sm90::fused_topk_min_capacity(CacheFormat::kFp8E4M3, ScoreAccuracy::kExact, 32, 4, 2048),
-            2048 + 3 * 64 * sm90::fused_topk_consumer_wgs(CacheFormat::kFp8E4M3, ScoreAccuracy::kExact, 32, 4));
+  EXPECT_EQ(flashindexer::cuda::fused_topk_min_capacity(CacheFormat::kFp8E4M3, ScoreAccuracy::kExact, 64, 1, 2048), 2048 + 3 * 128);
+  EXPECT_EQ(flashindexer::cuda::fused_topk_min_capacity(CacheFormat::kMxfp4, ScoreAccuracy::kExact, 64, 2, 2048), 2048 + 3 * 128);
+  EXPECT_EQ(flashindexer::cuda::fused_topk_min_capacity(CacheFormat::kFp8E4M3, ScoreAccuracy::kExact, 64, 4, 2048), 2048 + 64);
+  EXPECT_EQ(flashindexer::cuda::fused_topk_min_capacity(CacheFormat::kFp8E4M3, ScoreAccuracy::kExact, 32, 4, 2048),
+            2048 + 3 * 64 * flashindexer::cuda::fused_consumer_wgs(CacheFormat::kFp8E4M3, ScoreAccuracy::kExact, 32, 4));
 }
 
 TEST(GpuFused, PoolBeyond4GiB) {
@@ -875,9 +876,9 @@ TEST(GpuFused, GraphReplayOfPairsWithMutatedLengths) {
   int optin = 0;
   GPU_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
   DeviceProblem d(h);
-  ASSERT_TRUE(sm90::fused_staged_applies(d.p, plan, size_t(optin)));
+  ASSERT_TRUE(flashindexer::cuda::fused_staged_applies(d.p, plan, size_t(optin)));
   DeviceOutputs out(d.p.rows.rows(), d.p.k);
-  DeviceVector<uint8_t> ws(sm90::fused_staged_workspace_bytes(d.p, plan), 0xCD);
+  DeviceVector<uint8_t> ws(flashindexer::cuda::fused_staged_workspace_bytes(d.p, plan), 0xCD);
   cudaStream_t stream;
   GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   cudaGraph_t graph;
@@ -971,7 +972,7 @@ TEST(GpuFused, SanitizerSmallCases) {
 // whole, lengths not a multiple of 32), sliding windows; both formats; each case its own test,
 // so that each runs in its own sanitizer process. memcheck is clean; racecheck is clean but
 // for the four ties cases, whose reports instance counting and schedule fuzzing do not bear
-// out (docs/perf.md, session 23). A -DFI_CHECK_BARRIER_PHASES=1 build also checks that the
+// out (docs/experiments.md, 2026-12-01). A -DFI_CHECK_BARRIER_PHASES=1 build also checks that the
 // consumer warps meet at the same barrier-1 instances.
 struct OneSplitCase {
   CacheFormat format;
@@ -1026,9 +1027,9 @@ INSTANTIATE_TEST_SUITE_P(GpuFused, LockstepOneSplit, ::testing::ValuesIn(one_spl
 
 // memcheck only, each case its own test so that each runs in its own bounded sanitizer
 // process (tools/device_prebuilt.sh; racecheck did not finish these within 300 s at 247f43f,
-// docs/perf.md session 14): the decode cluster path (fused_staged.cu). The mxfp4 cases need
+// docs/perf.md 2026-11-30): the decode cluster path (fused_staged.cu). The mxfp4 cases need
 // a -DFI_STAGED_SETMAXNREG=0 build under memcheck: with the kernel's register moves they hung
-// in some runs (sessions 15 and 16), without them all four passed in seconds. Every position
+// in some runs (2026-11-30 and 2026-11-30), without them all four passed in seconds. Every position
 // a candidate:
 TEST(GpuFused, SanitizerDecodeClustersEveryPosition) {
   SKIP_WITHOUT_GPU();

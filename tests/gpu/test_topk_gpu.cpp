@@ -3,7 +3,7 @@
 #include <initializer_list>
 #include <limits>
 
-#include "cuda/sm90/cluster_launch.h"
+#include "cuda/sm90/common/cluster_launch.h"
 #include "gpu/gpu_util.h"
 
 namespace fit {

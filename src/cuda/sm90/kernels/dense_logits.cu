@@ -1,0 +1,155 @@
+// flashindexer sm_90a: the dense-logits operator (CONTRACT §1, §4, §5).
+//
+// Purpose: logits[r, s] for every row and every s < max_context: the score inside the
+//   row's window, -inf outside it and for failed rows; status[r] (validation bits and
+//   kHasNaN). The scoring is paged_scorer.cuh; this file adds the logits sink, the -inf
+//   fill of each CTA's position range and the status write.
+// Grid: one CTA per (group, split), groups in reverse order (causal prefill: the longest
+//   rows first). 384 threads, 512 with a third consumer warpgroup (dense_consumer_wgs);
+//   groups of N = 256 on alternate tiles (dense_alternate256);
+//   dynamic shared memory scorer_smem_bytes<N>().
+#include "cuda/sm90/kernels/dense_logits.h"
+#include "cuda/sm90/scorer/paged_scorer.cuh"
+
+namespace flashindexer::sm90 {
+namespace {
+
+
+// kRegKeyPairs is read by a concept (paged_scorer.cuh, AsksRegKeyPairs), which nvcc's front end
+// does not count as a use (warning 177).
+#pragma nv_diag_suppress 177
+struct LogitsSink {
+  static constexpr bool kLockstep = false;
+  // Register-key groups of N <= 64 take their tiles in pairs (FI_SCORER_REG_PAIRS): V4-Pro
+  // decode B64 x 65,536 and B32 x 131,072 2-3% faster (docs/experiments.md, 2026-12-04).
+  static constexpr bool kRegKeyPairs = true;
+  float* logits;
+  int64_t row_stride;
+  __device__ void put(int, int64_t row, int64_t pos, float v) const {
+    if constexpr (FI_DENSE_STORES != 0) {
+      logits[row * row_stride + pos] = v;
+    } else {
+      asm volatile("" ::"f"(v));  // kept alive, not stored
+    }
+  }
+};
+#pragma nv_diag_default 177
+
+// Consumer warpgroups of the dense kernel, each on every third tile where there are three
+// (the schedulers get more warps to issue from); else two:
+// - register-key groups of N <= 64 (mxfp4 decode with next_n = 1 at H = 64, next_n <= 2 at
+//   H = 32): v4-pro decode B=64 236 -> 214 us (docs/experiments.md, 2026-11-30);
+// - fp8 groups of N = 128 in exact mode (FP16 chain: the prefill groups of that mode,
+//   and decode with next_n = 2 at H = 64, 3-4 at H = 32): V3.2 prefill 8,192 x 65,536
+//   16.7 -> 15.9 ms against groups of N = 256 in ping-pong (docs/experiments.md, 2026-12-01).
+template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
+constexpr int dense_consumer_wgs() {
+  constexpr int kN = kHeads * kRows;
+  if (kFormat == CacheFormat::kFp8E4M3) return kAccuracy == ScoreAccuracy::kExact && kN == 128 ? 3 : 2;
+  return ScorerSmem<kN, kFormat == CacheFormat::kMxfp4>::kRegKeys && kN <= 64 ? 3 : 2;
+}
+
+// Groups of N = 256 take alternate tiles (PagedScorer's kAlternate256) outside the FP16 chain
+// (cuda::dense_takes_alternate256: mxfp4 in both modes, fp8 in kProduction); the scores are the
+// same bits either way (the fused operator's rule is cuda::fused_takes_alternate256).
+// Measured (docs/experiments.md, 2026-12-01): V4-Pro 8,192 x 65,536 17.14 -> 14.87 ms (integer
+// path), kProduction 14.25 -> 13.36; V3.2 kProduction 11.08 -> 10.53.
+template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
+constexpr bool dense_alternate256() {
+  return cuda::dense_takes_alternate256(fp16_chain(kFormat, kAccuracy), kHeads, kRows);
+}
+
+template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
+__global__ void __launch_bounds__(128 * (1 + dense_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>()), 1)
+    dense_logits_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ LogitsOutput out) {
+  constexpr int kWgs = dense_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>();
+  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, kWgs, kScorerStages,
+                           dense_alternate256<kFormat, kHeads, kRows, kAccuracy>()>;
+  extern __shared__ uint8_t smem_raw[];
+  auto& sm = carve<typename Core::Smem>(smem_raw);
+  const int64_t cta = blockIdx.x;
+  const int64_t group = a.g.groups - 1 - cta / a.g.splits;
+  const int64_t c0 = (cta % a.g.splits) * a.g.chunk;
+  const int64_t c1 = min(c0 + a.g.chunk, a.rows.max_context);
+  Core::setup(a, sm, group, c0, c1);
+
+  // -inf for every position of [c0, c1) outside each row's window (all of it for a failed row).
+  const float kNegInf = -__int_as_float(0x7F800000);
+  for (int r = 0; r < kRows; ++r) {
+    const GroupRow gr = sm.rows[r];
+    if (gr.row < 0) continue;
+    float* dst = out.logits + gr.row * out.row_stride;
+    const bool scored = gr.end > gr.start;
+    const int64_t lo = scored ? min(max(c0, int64_t(gr.start)), c1) : c1;  // [c0, lo): -inf
+    const int64_t hi = scored ? max(min(c1, int64_t(gr.end)), lo) : c1;    // [hi, c1): -inf
+    for (int64_t s = c0 + threadIdx.x; s < lo; s += Core::kThreads) dst[s] = kNegInf;
+    for (int64_t s = hi + threadIdx.x; s < c1; s += Core::kThreads) dst[s] = kNegInf;
+  }
+
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    if constexpr (kWgs == 3) {
+      ptx::regs_dealloc<kProducerRegs3>();
+    } else if constexpr (Core::kSplitRegs) {
+      ptx::regs_dealloc<kProducerRegs>();
+    }
+    Core::template produce<2>(a, sm);  // mxfp4 N = 256: two tiles per step (the producer bounds this kernel)
+  } else {
+    if constexpr (kWgs == 3) {
+      ptx::regs_alloc<kConsumerRegs3>();
+    } else if constexpr (Core::kSplitRegs) {
+      ptx::regs_alloc<kConsumerRegs>();
+    }
+    LogitsSink sink{out.logits, out.row_stride};
+    Core::consume(sm, wg - 1, sink);
+    ptx::named_barrier(1, 128 * kWgs);
+    if (threadIdx.x == 128 && out.status != nullptr) {
+      for (int r = 0; r < kRows; ++r) {
+        const GroupRow gr = sm.rows[r];
+        if (gr.row < 0) continue;
+        const uint32_t bits = gr.status | (gr.nan ? row_status::kHasNaN : 0u);
+        if (a.g.splits == 1) {
+          out.status[gr.row] = bits;
+        } else if (bits != 0) {
+          atomicOr(out.status + gr.row, bits);
+        }
+      }
+    }
+  }
+}
+
+template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
+cudaError_t launch(const ScorerArgs& a, const LogitsOutput& out, cudaStream_t stream) {
+  constexpr size_t kSmem = scorer_smem_bytes<kHeads * kRows, kFormat == CacheFormat::kMxfp4>();
+  return launch_scorer_kernel<128 * (1 + dense_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>())>(
+      dense_logits_kernel<kFormat, kHeads, kRows, kAccuracy>, kSmem, stream, a, out);
+}
+
+template <CacheFormat kFormat, int kHeads, int kRows>
+cudaError_t launch(const ScorerArgs& a, const LogitsOutput& out, cudaStream_t stream) {
+  return a.accuracy == ScoreAccuracy::kProduction ? launch<kFormat, kHeads, kRows, ScoreAccuracy::kProduction>(a, out, stream)
+                                               : launch<kFormat, kHeads, kRows, ScoreAccuracy::kExact>(a, out, stream);
+}
+
+}  // namespace
+
+bool dense_logits_instantiated(CacheFormat format, int32_t heads, int32_t rows_per_group) {
+  return with_scorer_shape(format, heads, rows_per_group, false,
+                           [&]<CacheFormat kF, int kH, int kR>() { return kH * kR <= 256; });
+}
+
+cudaError_t dense_logits(const DenseLogitsArgs& args, cudaStream_t stream) {
+  const IndexerProblem& p = *args.problem;
+  const int64_t rows = p.rows.rows();
+  if (args.out.status != nullptr && args.plan.splits > 1 && rows > 0)
+    if (cudaError_t e = cudaMemsetAsync(args.out.status, 0, size_t(rows) * sizeof(uint32_t), stream); e != cudaSuccess)
+      return e;
+  if (args.plan.ctas() == 0) return cudaSuccess;
+  const ScorerArgs a = scorer_args(p, args.plan);
+  return with_scorer_shape(p.cache.format, p.queries.num_heads, args.plan.rows_per_group,
+                           cudaErrorInvalidConfiguration, [&]<CacheFormat kF, int kH, int kR>() {
+                             return launch<kF, kH, kR>(a, args.out, stream);
+                           });
+}
+
+}  // namespace flashindexer::sm90
