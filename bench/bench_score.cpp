@@ -161,9 +161,10 @@ cuda::FusedStagedPlan backend_staged_plan(const IndexerProblem& p) {
 // says "chosen": true.
 int sweep_staged_plans(const ScorePoint& pt, IndexerProblem p, TopKOutputs (&outs)[2], const BenchOptions& opt,
                        const nlohmann::json& base, double dense_ms, DeviceBuffers& mem, PoolRotation& rotation) {
-  int dev = 0, smem_optin = 0;
+  int dev = 0, smem_optin = 0, sms = 0;
   BENCH_CHECK(cudaGetDevice(&dev));
   BENCH_CHECK(cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  BENCH_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   const int64_t rows = p.rows.rows();
   const int grouped = cuda::fused_staged_rows_per_cta(p.cache.format == CacheFormat::kFp8E4M3, p.rows.next_n);
   const cuda::FusedStagedPlan chosen = backend_staged_plan(p);
@@ -176,7 +177,7 @@ int sweep_staged_plans(const ScorePoint& pt, IndexerProblem p, TopKOutputs (&out
           p.rows.max_context, c,
           [&](const cuda::FusedStagedPlan& plan) {
             if (!flashindexer::cuda::fused_staged_applies(p, plan, size_t(smem_optin))) return;
-            plans.push_back(plan);
+            plans.push_back(cuda::with_merge(p, plan, sms));
             ws_bytes = std::max(ws_bytes, flashindexer::cuda::fused_staged_workspace_bytes(p, plan));
           },
           r);

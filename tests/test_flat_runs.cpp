@@ -1,4 +1,4 @@
-// run_of (src/cuda/sm90/flat_runs.h), the search of the cluster gather and the split merge,
+// run_of (src/cuda/sm90/select/flat_runs.h), the search of the cluster gather and the split merge,
 // against a linear scan on the CPU: empty runs, one run, runs up to kMax, every element.
 #include <gtest/gtest.h>
 

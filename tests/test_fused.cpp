@@ -94,7 +94,7 @@ INSTANTIATE_TEST_SUITE_P(Generators, EveryGeneratorAndMode,
                          mode_name_of);
 
 // wide_range is built to catch an accumulator that drops small products beside a large one
-// (docs/perf.md): in every 32-element block of a scored fp8 cell with a positive dominant
+// (docs/experiments.md): in every 32-element block of a scored fp8 cell with a positive dominant
 // element, one product is 448^2 and the 31 others are positive and below 2^-13 of it, and
 // those 31 weigh more than 10 x 2e-4 of M, so losing them breaks CONTRACT §4 tenfold.
 TEST(Generators, WideRangeHidesContractBreakingSmallProducts) {

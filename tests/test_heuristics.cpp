@@ -394,7 +394,7 @@ TEST(Heuristics, FusedDecodeClustersCoverTheRowInBoundedChunks) {
         // By rank, up to the contract's longest rows (262,144 C4 positions), the segments' top K
         // fit the ordered merge's flat buffer (beyond it the merge pushes them through its
         // selector: on the H200, 8 x 13 segments at K = 2048 took 78 us against 8 x 5's 60,
-        // docs/perf.md). The cluster merge (by position) holds any segment count.
+        // docs/experiments.md). The cluster merge (by position) holds any segment count.
         if (!by_position && width <= 262144 && plan.segments > 1) {
           EXPECT_LE(int64_t(plan.segments) * k, kFusedStagedMergeFlatKeys) << what;
         }

@@ -1,4 +1,4 @@
-// The fused operator's sampled start (src/cuda/sm90/sampled_start.h), on the CPU: the tile
+// The fused operator's sampled start (src/cuda/sm90/scorer/sampled_start.h), on the CPU: the tile
 // order is a permutation whose first steps are spread evenly, and the guess holds (at least
 // K keys at or above it) on random rows while keeping few more than K.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The GPU scorer's per-CTA pass plan (src/cuda/sm90/score_passes.h) on random groups:
+// The GPU scorer's per-CTA pass plan (src/cuda/sm90/scorer/score_passes.h) on random groups:
 // every in-window position of every live row inside the CTA's split is covered by exactly
 // one pass, the one of its request; nothing else is planned.
 #include <gtest/gtest.h>

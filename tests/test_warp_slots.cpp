@@ -1,4 +1,4 @@
-// The candidate-buffer layout of the GPU's BlockSelector (src/cuda/sm90/warp_slots.h):
+// The candidate-buffer layout of the GPU's BlockSelector (src/cuda/sm90/select/warp_slots.h):
 // the properties its compactions and its finish rely on, checked on the CPU.
 #include <gtest/gtest.h>
 

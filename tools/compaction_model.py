@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Model of the fused lockstep kernel's stream selection on alternate tiles (fused_topk.cu,
 SelectSink): how many keys a row appends and how many compactions it runs, with the plain
-tile order from tau = 0 (the tree) and with the sampled start on pairs (FI_FUSED_SAMPLED_PAIRS).
+tile order from tau = 0 (the tree) and with the sampled start on pairs (the lockstep kernel's alternate tiles).
 CPU only, no GPU: a prediction to hold GPU profiles against (FI_FUSED_PROFILE's
 "n comp" is compactions per CTA of 4 rows).
 
@@ -12,7 +12,7 @@ K + (limit - K) / 4 keys). A compaction keeps the keys >= the lower edge of a ra
 modelled as keeping a uniform number in [K, max_keep] (--keep exact: exactly K).
 Scores: i.i.d. normal, or ascending along the row (the plain order's worst case).
 
---deferred models FI_FUSED_DEFERRED_VOTES (cuda::fused_vote_plan): three intervals of room,
+--deferred models deferred votes (cuda::fused_vote_plan): three intervals of room,
 and a row past the limit at a vote compacts at the next one (no skew between warpgroups).
 
 --wgs 3 models three consumer warpgroups (steps of three tiles).
@@ -112,8 +112,8 @@ def main():
     ap.add_argument("--window", type=int, default=61440)
     ap.add_argument("--rows", type=int, default=64)
     ap.add_argument("--keep", choices=["uniform", "exact"], default="uniform")
-    ap.add_argument("--deferred", action="store_true", help="FI_FUSED_DEFERRED_VOTES: act one vote late")
-    ap.add_argument("--wgs", type=int, default=2, help="consumer warpgroups: tiles per step (3: FI_FUSED_CONSUMER_WGS)")
+    ap.add_argument("--deferred", action="store_true", help="deferred votes: act one vote late")
+    ap.add_argument("--wgs", type=int, default=2, help="consumer warpgroups: tiles per step (3: cuda::fused_consumer_wgs)")
     a = ap.parse_args()
     rng = np.random.default_rng(1)
     print(f"K {a.k}, cap {a.cap}, window {a.window}, {a.rows} rows, keep {a.keep}{', deferred votes' if a.deferred else ''}"

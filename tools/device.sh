@@ -2,8 +2,7 @@
 # Runs on the GPU machine (the device tool): configure + build (sm_90a), the whole
 # test suite including the gpu label, compute-sanitizer on the GPU tests, then the
 # benchmarks. Logs and JSON go to $OUT. Needs .deps/ carried (tools/device_deps.sh).
-#   usage: tools/device.sh [test|sanitize|bench|score|probe]...   (default: test sanitize bench score)
-#   probe: tools/experiments/mma_probe.cu (tensor-core accumulation, seconds) -> $OUT/probe.txt
+#   usage: tools/device.sh [test|sanitize|bench|score]...   (default: test sanitize bench score)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/flashindexer_out}
@@ -49,10 +48,6 @@ for step in $steps; do
       tail -3 "$OUT/bench_score.err"
       python3 bench/summarize.py "$OUT/bench_score.jsonl" | tee "$OUT/bench_score.txt"
       python3 bench/plot_fused.py "$OUT/fused.png" "$OUT/bench_score.jsonl" || rc=1 ;;
-    probe)
-      nvcc -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc tools/experiments/mma_probe.cu -o /tmp/mma_probe \
-        > "$OUT/probe.txt" 2>&1 && /tmp/mma_probe >> "$OUT/probe.txt" 2>&1 || rc=1
-      cat "$OUT/probe.txt" ;;
   esac
 done
 exit $rc

@@ -3,12 +3,12 @@
 # sources recompiled with extra flags (e.g. -DFI_FUSED_PROFILE=1) and relinked into copies of
 # the release CLI and tests, in build/v_NAME. One source's compile (~4 min for fused_topk.cu
 # on two cores) instead of a whole build tree; run several side by side.
-#   usage: tools/knob_variant.sh NAME "FLAGS" ["SOURCE ..." (default src/cuda/sm90/fused_topk.cu)]
+#   usage: tools/knob_variant.sh NAME "FLAGS" ["SOURCE ..." (default src/cuda/sm90/kernels/fused_topk.cu)]
 #   then:  tools/pack_prebuilt.sh build/release build/v_NAME ...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: $0 NAME \"FLAGS\" [\"SOURCE ...\"]" >&2; exit 2; }
-name=$1 flags=$2 sources=${3:-src/cuda/sm90/fused_topk.cu}
+name=$1 flags=$2 sources=${3:-src/cuda/sm90/kernels/fused_topk.cu}
 rel=build/release out=$PWD/build/v_$name
 [ -f "$rel/libflashindexer.a" ] || { echo "$rel is not built" >&2; exit 1; }
 mkdir -p "$out/tests"

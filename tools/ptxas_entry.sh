@@ -4,7 +4,7 @@
 # REGEX. nvcc makes the PTX once (~20 s), then ptxas compiles only the matching entries
 # (`--entry`, ~2 s each) instead of every instantiation (minutes).
 #   usage: tools/ptxas_entry.sh SOURCE REGEX [nvcc flags...]
-#   e.g.   tools/ptxas_entry.sh src/cuda/sm90/dense_logits.cu 'CacheFormatE1ELi64ELi4ELNS_13ScoreAccuracyE0E' -DFI_SCORER_S8_HALVES=0
+#   e.g.   tools/ptxas_entry.sh src/cuda/sm90/kernels/dense_logits.cu 'CacheFormatE1ELi64ELi4ELNS_13ScoreAccuracyE0E' -DFI_SCORER_S8_HALVES=0
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$1 re=$2

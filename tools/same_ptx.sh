@@ -6,11 +6,11 @@
 # unchanged can prove it here, without a GPU. Prints one line per kernel (same / DIFF /
 # only at REV / only in the tree); exits 1 unless every kernel is the same.
 #   usage: [RENAME=sed-expression] tools/same_ptx.sh REV [SOURCE]
-#   (default SOURCE: src/cuda/sm90/dense_logits.cu; RENAME maps a renamed kernel on both
+#   (default SOURCE: src/cuda/sm90/kernels/dense_logits.cu; RENAME maps a renamed kernel on both
 #   sides, e.g. RENAME='s/topk_rows_kernelILi512EEEv/topk_rows_kernelE/g')
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rev=$1 src=${2:-src/cuda/sm90/dense_logits.cu}
+rev=$1 src=${2:-src/cuda/sm90/kernels/dense_logits.cu}
 tmp=$(mktemp -d)
 trap 'git worktree remove --force "$tmp/old" >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
 git worktree add -q "$tmp/old" "$rev"

@@ -6,7 +6,7 @@ member present in both (or the members named by --member), each kernel function'
 instructions are compared (addresses and anonymous-namespace path hashes stripped, so two
 checkouts' builds compare). One line per kernel: same / DIFF, instructions A -> B,
 the span from the first to the last WGMMA of the function (instructions between them: the
-gaps that 2026-12-01 found costing 3-10%, docs/perf.md) and its R2UR moves. Exits 1 if any
+gaps that 2026-12-01 found costing 3-10%, docs/experiments.md) and its R2UR moves. Exits 1 if any
 kernel differs, so a refactor or a default-off knob can prove that the tested kernels are
 unchanged.
 

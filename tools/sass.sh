@@ -4,7 +4,7 @@
 # barrier instructions in order (are the loads batched? which fences?). cuobjdump comes
 # from the CUDA toolkit when present, else from the Triton wheel (pip download, ~290 MB,
 # cached in ~/.cache/flashindexer).
-#   usage: tools/sass.sh SOURCE REGEX   e.g. tools/sass.sh src/cuda/sm90/topk_over_logits.cu grid_count
+#   usage: tools/sass.sh SOURCE REGEX   e.g. tools/sass.sh src/cuda/sm90/kernels/topk_over_logits.cu grid_count
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$1 regex=$2

@@ -2,7 +2,7 @@
 """Scores the fused decode clusters' plan model (src/cuda/heuristics.h, cheapest_fused_staged_plan)
 against `flashindexer bench --plan-sweep` results: for each swept point, the plan the model picks,
 its time over the point's fastest plan, and the sum of those excesses. A grid search over the
-model's constants (--search) is how 2026-12-04 refitted them (docs/perf.md).
+model's constants (--search) is how 2026-12-04 refitted them (docs/experiments.md).
 
 The cost below mirrors heuristics.h for plans by position (the cluster merge) on the H200's cluster
 capacities (66 / 30 / 15 clusters of 2 / 4 / 8 at once); keep the two in step.

@@ -254,7 +254,7 @@ void expect_lockstep_exact(const HostProblem& h, const std::string& what, int pl
               (long long)long_rows(fused));
 }
 
-// The sampled start (src/cuda/sm90/sampled_start.h) needs one split per group, so enough
+// The sampled start (src/cuda/sm90/scorer/sampled_start.h) needs one split per group, so enough
 // groups to fill the GPU twice: 2 x SMs decode requests with next_n = 4 (groups of 4 rows,
 // N = 256), all reading the same pages with the same length (so every CTA samples the
 // same tiles), each with queries of its own. On Gaussian rows the guess holds; when the
@@ -425,6 +425,13 @@ SyntheticSpec decode_rows(CacheFormat f, Generator g, int32_t requests, int64_t 
   return s;
 }
 
+// A hand-made plan with the merge the planner would give it on this GPU.
+flashindexer::cuda::FusedStagedPlan merged(const IndexerProblem& p, const flashindexer::cuda::FusedStagedPlan& plan) {
+  int sms = 0;
+  EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  return flashindexer::cuda::with_merge(p, plan, sms);
+}
+
 flashindexer::cuda::FusedStagedPlan staged_plan_of(const HostProblem& h) {
   int sms = 0, optin = 0;
   EXPECT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
@@ -454,7 +461,7 @@ void expect_plan_exact(const HostProblem& h, const flashindexer::cuda::FusedStag
   HostResults fused;
   for (int run = 0; run < runs; ++run) {
     GPU_CHECK(cudaMemset(out.positions.get(), 0x7F, out.positions.n * 4));
-    GPU_CHECK(sm90::fused_staged_topk(d.p, out.o, plan, ws.get(), nullptr));
+    GPU_CHECK(sm90::fused_staged_topk(d.p, out.o, merged(d.p, plan), ws.get(), nullptr));
     GPU_CHECK(cudaDeviceSynchronize());
     fused = out.host();
     ASSERT_EQ(first_difference(dense.results, fused), "") << what << ": forced plan vs GPU dense + GPU TopK, run " << run;
@@ -884,7 +891,7 @@ TEST(GpuFused, GraphReplayOfPairsWithMutatedLengths) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   GPU_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  const cudaError_t e = sm90::fused_staged_topk(d.p, out.o, plan, ws.get(), stream);
+  const cudaError_t e = sm90::fused_staged_topk(d.p, out.o, merged(d.p, plan), ws.get(), stream);
   GPU_CHECK(cudaStreamEndCapture(stream, &graph));
   ASSERT_EQ(e, cudaSuccess) << cudaGetErrorString(e);
   GPU_CHECK(cudaGraphInstantiate(&exec, graph, 0));
@@ -1027,7 +1034,7 @@ INSTANTIATE_TEST_SUITE_P(GpuFused, LockstepOneSplit, ::testing::ValuesIn(one_spl
 
 // memcheck only, each case its own test so that each runs in its own bounded sanitizer
 // process (tools/device_prebuilt.sh; racecheck did not finish these within 300 s at 247f43f,
-// docs/perf.md 2026-11-30): the decode cluster path (fused_staged.cu). The mxfp4 cases need
+// docs/experiments.md 2026-11-30): the decode cluster path (fused_staged.cu). The mxfp4 cases need
 // a -DFI_STAGED_SETMAXNREG=0 build under memcheck: with the kernel's register moves they hung
 // in some runs (2026-11-30 and 2026-11-30), without them all four passed in seconds. Every position
 // a candidate:

@@ -412,7 +412,7 @@ namespace fit {
 namespace {
 
 // Host only (no GPU needed; CUDA builds run it in CI): the configuration that the kStaged
-// TopK and the fused decode clusters launch with (sm90/cluster_launch.h).
+// TopK and the fused decode clusters launch with (sm90/common/cluster_launch.h).
 TEST(ClusterLaunch, ConfigNamesTheGridTheClusterAndTheStream) {
   cudaLaunchAttribute attr;
   cudaStream_t stream = reinterpret_cast<cudaStream_t>(uintptr_t{0x1234});

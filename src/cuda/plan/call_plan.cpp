@@ -88,7 +88,17 @@ FusedStagedPlan fused_staged_plan(const IndexerProblem& p, const DeviceLimits& d
   const FusedStagedPlan plan = plan_fused_staged(
       p.rows.rows(), p.rows.max_context, p.k, d.num_sms, d.clusters, p.rows.next_n, p.order == OutputOrder::kPosition,
       fused_staged_rows_per_cta(p.cache.format == CacheFormat::kFp8E4M3, p.rows.next_n));
-  return fused_staged_applies(p, plan, d.smem_optin) ? plan : FusedStagedPlan{};
+  return fused_staged_applies(p, plan, d.smem_optin) ? with_merge(p, plan, d.num_sms) : FusedStagedPlan{};
+}
+
+// Rows by position take the cluster merge (a cluster of CTAs per row, a segment or two each:
+// cluster_merge_pairs_segments), rows by rank the one-CTA ordered merge.
+FusedStagedPlan with_merge(const IndexerProblem& p, FusedStagedPlan plan, int num_sms) {
+  plan.merge_ctas = 0;
+  if (plan.segments >= 2 && plan.segments <= kFusedStagedMaxSegments && p.order == OutputOrder::kPosition)
+    plan.merge_ctas =
+        cluster_merge_ctas(plan.segments, cluster_merge_pairs_segments(plan.segments, p.rows.rows(), num_sms));
+  return plan;
 }
 
 // Decode rows (any next_n: one row per segment), a plan with clusters, a kernel for the

@@ -65,6 +65,8 @@ std::string describe(const CallPlan& plan);
 int32_t prefill_rows(const IndexerProblem& p, Operator op, const DeviceLimits& limits);
 // The cluster path's plan for a decode problem (cluster 0 for other rows or where it does not apply).
 FusedStagedPlan fused_staged_plan(const IndexerProblem& p, const DeviceLimits& limits);
+// The merge of a plan's segments (FusedStagedPlan::merge_ctas) for these rows and this order.
+FusedStagedPlan with_merge(const IndexerProblem& p, FusedStagedPlan plan, int num_sms);
 // Whether `plan` of the cluster path can serve this problem within smem_limit.
 bool fused_staged_applies(const IndexerProblem& p, const FusedStagedPlan& plan, size_t smem_limit);
 size_t fused_staged_workspace_bytes(const IndexerProblem& p, const FusedStagedPlan& plan);

@@ -216,7 +216,7 @@ inline int32_t dense_prefill_rows(bool fp8_exact_mode, int32_t heads) {
 }
 
 // The fused operator's preferred rows per ragged group where they fit (0: 256 / H, or half
-// that where its candidates do not fit; cuda_backend.cpp). fp8 in exact mode at H = 64:
+// that where its candidates do not fit; plan/call_plan.cpp prefill_rows). fp8 in exact mode at H = 64:
 // 2 rows (N = 128, three consumer warpgroups on alternate tiles, deferred votes) instead of 4
 // on shared tiles, at every K. V3.2 prefill 8,192 x 65,536 (docs/experiments.md, 2026-12-03):
 // K = 2,048 20.22 -> 17.66 ms; K = 1,024 18.77 -> 17.56, K = 512 18.43 -> 17.45 (with two
@@ -289,7 +289,7 @@ inline bool fused_takes_alternate256(int32_t heads, int32_t rows_per_group, int3
 // fits (cap >= K + every x step), 1 at least (fused_min_capacity guarantees 1 fits). A row
 // compacts once its count passes the vote limit cap - every x step (fused_vote_limit).
 // The first search does not take 1: a vote every step (more room, fewer compactions)
-// measured 4.7% slower at GLM-5 and V4-Pro prefill, whose plans it would change (docs/perf.md,
+// measured 4.7% slower at GLM-5 and V4-Pro prefill, whose plans it would change (docs/experiments.md,
 // 2026-12-03: the votes cost more than the compactions they save).
 inline int32_t fused_vote_interval(int32_t cap, int32_t k, int32_t step_puts, int32_t max_every = 8) {
   auto fits = [&](int32_t every, int64_t reserve) { return int64_t(k) + reserve * every * step_puts <= cap; };
@@ -307,7 +307,7 @@ inline int64_t fused_vote_limit(int32_t cap, int32_t step_puts, int32_t vote_eve
   return int64_t(cap) - int64_t(vote_every) * step_puts;
 }
 
-// Fused operator, sampled start (sm90/sampled_start.h): with one split, the steps sampled
+// Fused operator, sampled start (sm90/scorer/sampled_start.h): with one split, the steps sampled
 // first, at most: a multiple of vote_every (the guess takes a vote step) whose appends stay
 // within the vote limit, so the sample phase never compacts; 0 for no sampling.
 // fused_sample_tiles: the same under plain votes (fused_vote_plan's, deferred = false).
@@ -422,6 +422,7 @@ struct FusedStagedPlan {
   int segments = 1;  // per row
   int64_t chunk = 0; // positions per CTA, a multiple of kScorerTile
   int rows_per_cta = 1;  // 2: a CTA scores a request's two speculative rows together
+  int merge_ctas = 0;    // segments > 1 by position: the cluster merge's CTAs per row (0: the ordered merge)
   int64_t ctas_per_row() const { return int64_t(cluster) * segments; }  // (per group of rows_per_cta rows)
 };
 
@@ -463,7 +464,7 @@ inline void for_each_fused_staged_plan(int64_t max_context, int cluster, F&& f, 
 // this many positions (B x max_context): V3.2 (H200, 2026-11-30) B = 64 x 32,768 x 2 rows
 // 264 us against the lockstep kernel's 321, B = 64 x 131,072 942 against 852; B = 1-8 at
 // 32,768-131,072 1.25-2.9x faster. V4-Pro (2026-11-30): 8M positions tie, 16M 9-10% slower
-// on the clusters (docs/perf.md).
+// on the clusters (docs/experiments.md).
 inline constexpr int64_t kFusedStagedMaxSpeculativePositions = int64_t{1} << 22;
 
 // Pairs (rows_per_cta 2) take requests whose keys are at most this many positions (B x

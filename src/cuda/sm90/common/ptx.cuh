@@ -133,7 +133,7 @@ __device__ __forceinline__ void wait_for_previous_kernel() { asm volatile("gridd
 // ---- register reallocation between warpgroups ----
 // Every warp of a warpgroup executes the same one; between two of them the warpgroup's warps
 // must synchronize explicitly (PTX ISA), e.g. on a named barrier of its 128 threads
-// (fused_staged.cu: without it the decode pairs hung, docs/perf.md 2026-12-02). A CTA
+// (fused_staged.cu: without it the decode pairs hung, docs/experiments.md 2026-12-02). A CTA
 // barrier before the first counts.
 template <int kRegs>
 __device__ __forceinline__ void regs_dealloc() {

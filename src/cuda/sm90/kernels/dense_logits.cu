@@ -10,30 +10,11 @@
 //   dynamic shared memory scorer_smem_bytes<N>().
 #include "cuda/sm90/kernels/dense_logits.h"
 #include "cuda/sm90/scorer/paged_scorer.cuh"
+#include "cuda/sm90/sinks/logits_sink.cuh"
 
 namespace flashindexer::sm90 {
 namespace {
 
-
-// kRegKeyPairs is read by a concept (paged_scorer.cuh, AsksRegKeyPairs), which nvcc's front end
-// does not count as a use (warning 177).
-#pragma nv_diag_suppress 177
-struct LogitsSink {
-  static constexpr bool kLockstep = false;
-  // Register-key groups of N <= 64 take their tiles in pairs (FI_SCORER_REG_PAIRS): V4-Pro
-  // decode B64 x 65,536 and B32 x 131,072 2-3% faster (docs/experiments.md, 2026-12-04).
-  static constexpr bool kRegKeyPairs = true;
-  float* logits;
-  int64_t row_stride;
-  __device__ void put(int, int64_t row, int64_t pos, float v) const {
-    if constexpr (FI_DENSE_STORES != 0) {
-      logits[row * row_stride + pos] = v;
-    } else {
-      asm volatile("" ::"f"(v));  // kept alive, not stored
-    }
-  }
-};
-#pragma nv_diag_default 177
 
 // Consumer warpgroups of the dense kernel, each on every third tile where there are three
 // (the schedulers get more warps to issue from); else two:

@@ -45,10 +45,11 @@
 
 #include "cuda/sm90/common/cluster_launch.h"
 #include "cuda/sm90/common/diagnostics.h"
+#include "cuda/sm90/common/phase_clock.cuh"
 #include "cuda/sm90/kernels/fused_topk.h"
 #include "cuda/sm90/scorer/paged_scorer.cuh"
-#include "cuda/sm90/common/phase_clock.cuh"
 #include "cuda/sm90/select/staged_select.cuh"
+#include "cuda/sm90/sinks/stage_sink.cuh"
 
 namespace flashindexer::sm90 {
 namespace {
@@ -91,14 +92,6 @@ struct StagedShared {
   uint32_t count;  // this CTA's candidates
   uint32_t nan;    // a NaN among this CTA's scores
   GroupRow rows[2];  // the group's rows (the scorer's copy is overwritten by the selector)
-};
-
-struct StageSink {  // positions < max_context <= INT32_MAX
-  static constexpr bool kLockstep = false;
-  float* stage;
-  int32_t c0;
-  int32_t stride;  // floats between the stages of the group's rows
-  __device__ void put(int r, int64_t, int64_t pos, float v) const { stage[r * stride + int32_t(pos) - c0] = v; }
 };
 
 template <class Smem>
@@ -343,7 +336,7 @@ __device__ void finish_segment(const ScorerArgs& a, const StagedParams& f, Stage
 // that row's second cluster barrier). first_row: whether the scoring's stages still need the
 // cluster barrier that publishes them; a later row starts with a CTA barrier instead (without
 // it, CTA 0's fast warps wrote the next row's samples over candidates that its slow warps were
-// still emitting: bench sweeps caught wrong first rows, docs/perf.md 2026-11-30).
+// still emitting: bench sweeps caught wrong first rows, docs/experiments.md 2026-11-30).
 template <class Clock>
 __device__ void select_row(const cg::cluster_group& cluster, const ScorerArgs& a, const StagedParams& f,
                            StagedShared& ss, RowSelector::Storage& st, float* stage, const GroupRow gr,
@@ -602,7 +595,7 @@ cudaError_t fused_staged_topk(const IndexerProblem& p, const TopKOutputs& out, c
                                           });
   if (e != cudaSuccess || plan.segments <= 1) return e;
   TopKArgs m{nullptr, 0, p.rows, p.cache.pages, p.k, p.order, out, plan.segments, workspace};
-  return topk_merge_splits(m, stream, true);
+  return topk_merge_splits(m, stream, true, plan.merge_ctas);
 }
 
 }  // namespace flashindexer::sm90

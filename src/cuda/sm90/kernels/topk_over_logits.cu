@@ -25,7 +25,7 @@
 // Grid: x = rows (C x rows for kStaged, 2 x rows for the pair kernel; y = splits for
 //   topk_split_kernel).
 // Threads: 512, no specialisation; the grid select's finish 1024 (one CTA per row, at most
-//   8 rows: H200 1 x 262,144 33.0 -> 29.4 us graph-timed, docs/perf.md 2026-11-29).
+//   8 rows: H200 1 x 262,144 33.0 -> 29.4 us graph-timed, docs/experiments.md 2026-11-29).
 // Shared memory: sizeof(BlockSelectStorage<threads>) (dynamic): ~88 KiB at 512 threads (two
 //   CTAs per SM), ~152 KiB at 1024; the pair kernel asks for 116 KiB (one CTA per SM);
 //   kStaged ~88 KiB + its chunk (up to 128 KiB, one CTA per SM).
@@ -37,13 +37,13 @@
 #include <utility>
 
 #include "core/row_window.h"
-#include "cuda/sm90/select/block_select.cuh"
 #include "cuda/sm90/common/cluster_launch.h"
 #include "cuda/sm90/common/diagnostics.h"
-#include "cuda/sm90/select/grid_radix_select.cuh"
 #include "cuda/sm90/common/phase_clock.cuh"
-#include "cuda/sm90/select/staged_select.cuh"
 #include "cuda/sm90/kernels/topk_over_logits.h"
+#include "cuda/sm90/select/block_select.cuh"
+#include "cuda/sm90/select/grid_radix_select.cuh"
+#include "cuda/sm90/select/staged_select.cuh"
 
 namespace flashindexer::sm90 {
 namespace {
@@ -760,7 +760,7 @@ __global__ void __launch_bounds__(kBlock, kOrdered ? 1 : 2) topk_merge_kernel(co
 // fused clusters checks the whole window, as check_row does), so the merge reads no page
 // table but for the slots it writes. Replaces the one-CTA ordered merge for position order
 // (rank order needs the row's sort): its copy, radix select and writes ran on one SM per row
-// (~50K cycles after its wait at K = 2048, docs/perf.md 2026-11-30).
+// (~50K cycles after its wait at K = 2048, docs/experiments.md 2026-11-30).
 // Threads: 512 per CTA (64 registers: two CTAs per SM). Shared memory: 17 KiB (static).
 constexpr int kClusterMergeMaxCtas = 8;
 constexpr int kClusterMergeItems = cuda::kFusedStagedMaxSegments / kClusterMergeMaxCtas * kMaxK / kBlock;
@@ -1053,11 +1053,6 @@ __global__ void __launch_bounds__(kBlock, 2) cluster_merge_kernel(const TopKArgs
   cluster.barrier_wait();  // no CTA leaves while another may read its shared memory
 }
 
-bool use_cluster_merge(const TopKArgs& a) {
-  return a.order == OutputOrder::kPosition && a.splits >= 2 &&
-         a.splits <= cuda::kFusedStagedMaxSegments;
-}
-
 // Raises the kernels' dynamic shared-memory limit once per device (a host-side
 // attribute, not a stream operation: safe during graph capture).
 cudaError_t configure_kernels() {
@@ -1172,15 +1167,12 @@ bool topk_profile(unsigned long long (&out)[kTopKProfileSlots], bool reset) {
 #endif
 }
 
-cudaError_t topk_merge_splits(const TopKArgs& a, cudaStream_t stream, bool ordered) {
+cudaError_t topk_merge_splits(const TopKArgs& a, cudaStream_t stream, bool ordered, int cluster_ctas) {
   const int64_t rows = a.rows.rows();
   if (rows == 0) return cudaSuccess;
   if (cudaError_t e = configure_kernels(); e != cudaSuccess) return e;
-  if (ordered && use_cluster_merge(a)) {
-    int dev = 0, sms = 0;
-    if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
-    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess) return e;
-    const int ctas = cuda::cluster_merge_ctas(a.splits, cuda::cluster_merge_pairs_segments(a.splits, rows, sms));
+  if (ordered && cluster_ctas > 0) {
+    const int ctas = cluster_ctas;
     cudaLaunchAttribute attrs[2]{};
     cudaLaunchConfig_t cfg = cluster_config(attrs[0], rows * ctas, kBlock, 0, ctas, stream);
     attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;

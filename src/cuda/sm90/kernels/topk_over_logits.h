@@ -74,7 +74,9 @@ bool topk_profile(unsigned long long (&out)[kTopKProfileSlots], bool reset);
 // Enqueues only the exact merge of args.splits local top-K lists per row (SplitCandidates
 // in args.workspace) into the final outputs; args.logits is not read. The fused operator's
 // split rows end here. ordered: every list is in position order and the lists cover
-// increasing positions (the fused decode clusters), which the merge may use.
-cudaError_t topk_merge_splits(const TopKArgs& args, cudaStream_t stream, bool ordered = false);
+// increasing positions (the fused decode clusters), which the merge may use: cluster_ctas > 0
+// (rows by position, the plan's FusedStagedPlan::merge_ctas) takes the cluster merge with that
+// many CTAs per row, else one CTA per row.
+cudaError_t topk_merge_splits(const TopKArgs& args, cudaStream_t stream, bool ordered = false, int cluster_ctas = 0);
 
 }  // namespace flashindexer::sm90

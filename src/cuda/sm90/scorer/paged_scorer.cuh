@@ -91,14 +91,14 @@
 #include "core/row_window.h"
 #include "cuda/plan/heuristics.h"
 #include "cuda/sm90/common/diagnostics.h"
-#include "flashindexer/problem.h"
-#include "cuda/sm90/scorer/fp4_convert.cuh"
 #include "cuda/sm90/common/ptx.cuh"
+#include "cuda/sm90/scorer/fp4_convert.cuh"
 #include "cuda/sm90/scorer/sampled_start.h"
 #include "cuda/sm90/scorer/score_passes.h"
 #include "cuda/sm90/scorer/wgmma_f16_rs.cuh"
 #include "cuda/sm90/scorer/wgmma_fp8.cuh"
 #include "cuda/sm90/scorer/wgmma_s8.cuh"
+#include "flashindexer/problem.h"
 
 namespace flashindexer::sm90 {
 
@@ -1042,7 +1042,7 @@ struct PagedScorer {
     } else if constexpr (kNw <= 64) {
       // Four partials in two commit groups (blocks 0, 1, then 2, 3), in four partial sets:
       // converting blocks 2, 3 and adding partials 0, 1 overlap the second group's MMAs
-      // (measured 1-3% faster than one group and one wait at v4-pro decode B64, docs/perf.md).
+      // (measured 1-3% faster than one group and one wait at v4-pro decode B64, docs/experiments.md).
       float p[4][kNw / 2];
       auto issue = [&](int b0, float(&x)[kNw / 2], float(&y)[kNw / 2]) {
         ptx::wgmma_fence();

@@ -23,8 +23,8 @@
 #include <cstdint>
 
 #include "core/rank_key.h"
-#include "cuda/sm90/select/bitmap_order.cuh"
 #include "cuda/sm90/common/diagnostics.h"
+#include "cuda/sm90/select/bitmap_order.cuh"
 #include "cuda/sm90/select/radix_select.cuh"
 #include "cuda/sm90/select/warp_slots.h"
 

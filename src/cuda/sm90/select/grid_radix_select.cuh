@@ -31,8 +31,8 @@
 #include "core/row_window.h"
 #include "cuda/plan/heuristics.h"
 #include "cuda/sm90/common/ptx.cuh"
-#include "cuda/sm90/select/warp_reserve.cuh"
 #include "cuda/sm90/kernels/topk_over_logits.h"
+#include "cuda/sm90/select/warp_reserve.cuh"
 
 namespace flashindexer::sm90 {
 

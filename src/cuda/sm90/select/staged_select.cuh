@@ -12,9 +12,9 @@
 
 #include "core/rank_key.h"
 #include "core/row_window.h"
+#include "cuda/sm90/kernels/topk_over_logits.h"
 #include "cuda/sm90/select/block_select.cuh"
 #include "cuda/sm90/select/flat_runs.h"
-#include "cuda/sm90/kernels/topk_over_logits.h"
 #include "cuda/sm90/select/warp_scan.cuh"
 
 namespace flashindexer::sm90 {
@@ -171,7 +171,7 @@ __device__ uint32_t keep_gathered(RowSelector::Storage& st, const uint64_t* cand
 // st.select; it may alias st.cand when cand is elsewhere) in position order,
 // by rank through a block radix sort, then write_row (each thread's page-table reads at
 // once; emitting each kept key straight to the outputs cost a dependent page-table read
-// per warp step: 12K cycles for 512 keys, docs/perf.md 2026-11-30). By position with no
+// per warp step: 12K cycles for 512 keys, docs/experiments.md 2026-11-30). By position with no
 // table, each kept key goes straight to the outputs (the staging cost ~1 us at kStaged's
 // S = 1 rows: docs/experiments.md, 2026-11-30).
 template <class Clock>
