@@ -53,6 +53,7 @@ struct HostResults {
   int64_t logits_width = 0;
   std::vector<float> logits;              // [rows, logits_width], empty unless requested
   size_t workspace_bytes = 0;             // the workspace the runner gave the operator (run_fused)
+  std::string plan;                       // run_fused: describe() of the call's plan
 
   // Sizes the buffers and fills them with a poison pattern (detects unwritten entries).
   void reset(int64_t rows, int32_t k, bool with_slots);

@@ -430,6 +430,7 @@ int cmd_run(Options o) {
                         {"accuracy", fi::to_string(hp.accuracy)},
                         {"time_ms", ms},
                         {"workspace_bytes", ws_bytes},
+                        {"plan", fused.plan},
                         {"dense_logits_bytes", dense_bytes},
                         {"failed_rows", failed_rows},
                         {"nan_rows", nan_rows},
@@ -449,6 +450,11 @@ int cmd_run(Options o) {
     std::printf("  %-22s %.2f ms%s\n", "fused time", ms,
                 launch.backend == fi::Backend::kCuda ? " (with the copies to and from the device)" : "");
     std::printf("  %-22s %.2f MiB\n", "fused workspace", ws_bytes / 1048576.0);
+    for (size_t at = 0; at < fused.plan.size();) {  // describe(): one decision per line
+      const size_t nl = std::min(fused.plan.find('\n', at), fused.plan.size());
+      std::printf("  %-22s %s\n", at == 0 ? "plan" : "", fused.plan.substr(at, nl - at).c_str());
+      at = nl + 1;
+    }
     std::printf("  %-22s %.2f MiB\n", "dense logits would use", dense_bytes / 1048576.0);
     std::printf("  %-22s %s, %lld with NaN scores\n", "row status", failures.c_str(), static_cast<long long>(nan_rows));
     std::printf("  %-22s %s\n", "checked vs dense+topk", check.c_str());

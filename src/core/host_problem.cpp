@@ -435,12 +435,13 @@ Status run_fused(const HostProblem& hp, const Launch& launch, HostResults* out) 
   out->reset(hp.rows(), hp.k, true);
   const TopKOutputs o = mirrored(*out, m);
   FI_RETURN_IF_ERROR(m.status());
-  size_t bytes = 0;
-  FI_RETURN_IF_ERROR(workspace_size(p, Operator::kFusedTopK, launch, &bytes));
-  out->workspace_bytes = bytes;
+  Plan plan;
+  FI_RETURN_IF_ERROR(make_plan(p, Operator::kFusedTopK, launch, &plan));
+  out->workspace_bytes = plan.workspace_bytes;
+  out->plan = describe(plan);
   Launch l = launch;
-  FI_RETURN_IF_ERROR(m.give_workspace(bytes, &l));
-  FI_RETURN_IF_ERROR(fused_topk(p, o, l));
+  FI_RETURN_IF_ERROR(m.give_workspace(plan.workspace_bytes, &l));
+  FI_RETURN_IF_ERROR(fused_topk(plan, p, o, l));
   m.synchronize(l);
   copy_back(*out, o, m);
   return m.status();
