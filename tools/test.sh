@@ -17,6 +17,11 @@ for preset in release asan; do
   if grep -iE "warning|ptxas info" "build/$preset-build.log"; then echo "the $preset build is not quiet" >&2; exit 1; fi
   ctest --preset "$preset" -j "$jobs"
 done
+echo "== docs =="
+# docs/perf.md is what tools/perf_doc.py writes from bench/results/; the repository dates its
+# history by day and commit (the word below is split so that this line passes its own check).
+python3 tools/perf_doc.py --check || { echo "docs/perf.md differs from tools/perf_doc.py's output" >&2; exit 1; }
+if git rev-parse --git-dir >/dev/null 2>&1 && git grep -qi "sess""ion"; then git grep -il "sess""ion" >&2; exit 1; fi
 echo "== fuzz =="
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz -j "$jobs"
