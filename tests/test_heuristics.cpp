@@ -283,7 +283,7 @@ TEST(Heuristics, FusedThirdConsumerWarpgroupOnlyForFp16ChainGroupsOf128) {
   EXPECT_EQ(fused_consumer_wgs(true, 32, 2), 2);
 }
 
-// The sampled start on alternate tiles (fused_topk.cu, FI_FUSED_SAMPLED_PAIRS=1) takes
+// The sampled start on alternate tiles (fused_topk.cu) takes
 // 2 x fused_sample_tiles(cap, K, 128, every) tiles: a whole number of vote intervals of
 // pairs of tiles, whose appends (64 per tile and row) stay within the vote limit, so the
 // sample phase never compacts, and an even count (the guess comes at a step boundary).

@@ -320,7 +320,7 @@ inline int32_t fused_sample_tiles(int32_t cap, int32_t k, int32_t step_puts, int
 }
 
 // One launch's votes: the interval, the limit and the sampled start's steps. Deferred votes
-// (fused_topk.cu, FI_FUSED_DEFERRED_VOTES, where both warpgroups score every row) act at vote
+// (fused_topk.cu, where both warpgroups score every row) act at vote
 // v + 2 on a crossing before vote v + 1, while the warpgroups may be up to two intervals
 // apart, so a row may gain three intervals of keys past the limit before it compacts: the
 // room is reserved for them.

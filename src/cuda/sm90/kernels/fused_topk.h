@@ -32,7 +32,7 @@ size_t fused_staged_smem_bytes(CacheFormat format, int32_t heads, int32_t rows_p
 cudaError_t fused_staged_topk(const IndexerProblem& p, const TopKOutputs& out, const cuda::FusedStagedPlan& plan,
                               void* workspace, cudaStream_t stream);
 
-// Builds with -DFI_FUSED_PROFILE=1 (an experiment knob): per-phase sums of consumer thread
+// Builds with -DFI_FUSED_PROFILE=1 (a diagnostic, common/diagnostics.h): per-phase sums of consumer thread
 // 0's clock64 over every CTA since the last reset. out[kProfileCtas] counts the CTAs.
 enum FusedProfile : int {
   kProfileCtas,

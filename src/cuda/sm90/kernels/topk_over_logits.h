@@ -51,7 +51,7 @@ int staged_cluster_capacity(int ctas);
 // The three sizes as the planners take them (ClusterCapacity: -1 where the runtime cannot say).
 cuda::ClusterCapacity staged_cluster_capacities();
 
-// Builds with -DFI_TOPK_PROFILE=1 (an experiment knob): per-phase sums of thread 0's clock64
+// Builds with -DFI_TOPK_PROFILE=1 (a diagnostic, common/diagnostics.h): per-phase sums of thread 0's clock64
 // in the one-CTA-per-row kernel, the pair kernel's CTA 0 and the grid select's finish
 // (whichever ran), over every CTA since the last reset. out[kTopKProfileCtas] counts the CTAs.
 enum TopKProfile : int {
