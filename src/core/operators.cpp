@@ -172,46 +172,60 @@ Status workspace_size(const TopKProblem& p, const Launch& l, size_t* bytes) {
   return Status::ok();
 }
 
-Status dense_logits(const Plan& plan, const IndexerProblem& p, const LogitsOutput& out, const Launch& l) {
-  FI_RETURN_IF_ERROR(check_problem(p));
-  FI_RETURN_IF_ERROR(check_plan(plan, Operator::kDenseLogits, shape_of(p, Operator::kDenseLogits)));
+// The runs of a plan whose problem was checked (by make_plan, or by the caller's run below).
+namespace {
+Status run_planned(const Plan& plan, const IndexerProblem& p, const LogitsOutput& out, const Launch& l) {
   FI_RETURN_IF_ERROR(check_outputs(out, p.rows));
   FI_RETURN_IF_ERROR(check_workspace(l, plan.workspace_bytes));
   return guarded([&] { return backend_of(plan).dense_logits(plan, p, out, l); });
+}
+Status run_planned(const Plan& plan, const TopKProblem& p, const TopKOutputs& out, const Launch& l) {
+  FI_RETURN_IF_ERROR(check_outputs(out, p.rows, p.k, p.pages.page_size > 0));
+  FI_RETURN_IF_ERROR(check_workspace(l, plan.workspace_bytes));
+  return guarded([&] { return backend_of(plan).topk_over_logits(plan, p, out, l); });
+}
+Status run_planned(const Plan& plan, const IndexerProblem& p, const TopKOutputs& out, const Launch& l) {
+  FI_RETURN_IF_ERROR(check_outputs(out, p.rows, p.k, true));
+  FI_RETURN_IF_ERROR(check_workspace(l, plan.workspace_bytes));
+  return guarded([&] { return backend_of(plan).fused_topk(plan, p, out, l); });
+}
+}  // namespace
+
+Status dense_logits(const Plan& plan, const IndexerProblem& p, const LogitsOutput& out, const Launch& l) {
+  FI_RETURN_IF_ERROR(check_problem(p));
+  FI_RETURN_IF_ERROR(check_plan(plan, Operator::kDenseLogits, shape_of(p, Operator::kDenseLogits)));
+  return run_planned(plan, p, out, l);
 }
 
 Status topk_over_logits(const Plan& plan, const TopKProblem& p, const TopKOutputs& out, const Launch& l) {
   FI_RETURN_IF_ERROR(check_problem(p));
   FI_RETURN_IF_ERROR(check_plan(plan, Operator::kTopKOverLogits, shape_of(p)));
-  FI_RETURN_IF_ERROR(check_outputs(out, p.rows, p.k, p.pages.page_size > 0));
-  FI_RETURN_IF_ERROR(check_workspace(l, plan.workspace_bytes));
-  return guarded([&] { return backend_of(plan).topk_over_logits(plan, p, out, l); });
+  return run_planned(plan, p, out, l);
 }
 
 Status fused_topk(const Plan& plan, const IndexerProblem& p, const TopKOutputs& out, const Launch& l) {
   FI_RETURN_IF_ERROR(check_problem(p));
   FI_RETURN_IF_ERROR(check_plan(plan, Operator::kFusedTopK, shape_of(p, Operator::kFusedTopK)));
-  FI_RETURN_IF_ERROR(check_outputs(out, p.rows, p.k, true));
-  FI_RETURN_IF_ERROR(check_workspace(l, plan.workspace_bytes));
-  return guarded([&] { return backend_of(plan).fused_topk(plan, p, out, l); });
+  return run_planned(plan, p, out, l);
 }
 
+// The one-call runs: make_plan checks the problem once; the plan is this problem's.
 Status dense_logits(const IndexerProblem& p, const LogitsOutput& out, const Launch& l) {
   Plan plan;
   FI_RETURN_IF_ERROR(make_plan(p, Operator::kDenseLogits, l, &plan));
-  return dense_logits(plan, p, out, l);
+  return run_planned(plan, p, out, l);
 }
 
 Status topk_over_logits(const TopKProblem& p, const TopKOutputs& out, const Launch& l) {
   Plan plan;
   FI_RETURN_IF_ERROR(make_plan(p, l, &plan));
-  return topk_over_logits(plan, p, out, l);
+  return run_planned(plan, p, out, l);
 }
 
 Status fused_topk(const IndexerProblem& p, const TopKOutputs& out, const Launch& l) {
   Plan plan;
   FI_RETURN_IF_ERROR(make_plan(p, Operator::kFusedTopK, l, &plan));
-  return fused_topk(plan, p, out, l);
+  return run_planned(plan, p, out, l);
 }
 
 std::vector<BackendInfo> list_backends() {
