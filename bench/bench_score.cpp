@@ -506,7 +506,7 @@ int run_point(const ScorePoint& pt, const BenchOptions& opt, const nlohmann::jso
   return time_fused(pt, h, p, out, work, opt, base, gemm_tflops, copy_gbps, mem, rotation);
 }
 
-// The benchmark's points: issue 4's and 5's presets; --full adds the context and batch sweeps
+// The benchmark's points: V3.2 and V4-Pro prefill and decode, V4-Flash fused; --full adds the context and batch sweeps
 // (and GLM-5).
 std::vector<ScorePoint> score_points(bool full) {
   std::vector<ScorePoint> points;
@@ -524,7 +524,7 @@ std::vector<ScorePoint> score_points(bool full) {
     }
   }
   if (full) points.push_back({"glm5", false, 8192, 1, 65536});  // H = 32, fp8, K = 2048
-  // Issue 5's V4-Flash points (K = 512): fused vs dense + TopK.
+  // V4-Flash (K = 512): fused vs dense + TopK.
   points.push_back({"v4-flash", false, 8192, 1, 65536, true});
   points.push_back({"v4-flash", true, 64, 1, 65536, true});
   points.push_back({"v4-flash", true, 1, 1, 65536, true});

@@ -132,9 +132,10 @@ TEST(Heuristics, PrefillScorerGroupsFillTheMmaWidth) {
 
 TEST(Heuristics, DenseFp8DefaultModeScoresPairsOfRows) {
   using flashindexer::cuda::dense_prefill_rows;
-  EXPECT_EQ(dense_prefill_rows(true, 64), 2);   // fp8, FP16 chain: N = 128, three consumer warpgroups
-  EXPECT_EQ(dense_prefill_rows(false, 64), 0);  // kProduction or mxfp4: 256 / H
+  EXPECT_EQ(dense_prefill_rows(true, 64), 2);   // fp8: N = 128 (three or four consumer warpgroups)
+  EXPECT_EQ(dense_prefill_rows(false, 64), 0);  // mxfp4: 256 / H
   EXPECT_EQ(dense_prefill_rows(true, 32), 4);   // H = 32: N = 128 too
+  EXPECT_EQ(dense_prefill_rows(true, 16), 0);   // other head counts: 256 / H
   const auto pairs = plan_scorer(false, 8191, 1, 1, 64, 65536, 132, flashindexer::cuda::kScorerMinChunkDense, 2);
   EXPECT_EQ(pairs.rows_per_group, 2);
   EXPECT_EQ(pairs.group_stride, 2);
@@ -145,8 +146,8 @@ TEST(Heuristics, DenseFp8DefaultModeScoresPairsOfRows) {
 
 TEST(Heuristics, FusedFp8TakesPairsOfRowsAtH64) {
   using flashindexer::cuda::fused_prefill_rows;
-  EXPECT_EQ(fused_prefill_rows(true, 64), 2);   // V3.2: N = 128 on alternate tiles, three consumer warpgroups
-  EXPECT_EQ(fused_prefill_rows(false, 64), 0);  // kProduction or mxfp4: the dense groups would follow
+  EXPECT_EQ(fused_prefill_rows(true, 64), 2);   // V3.2: N = 128 on alternate tiles, three or four consumer warpgroups
+  EXPECT_EQ(fused_prefill_rows(false, 64), 0);  // mxfp4: 256 / H
   EXPECT_EQ(fused_prefill_rows(true, 32), 0);   // H = 32: the fit rule halves the groups where K needs it
 }
 
@@ -269,18 +270,22 @@ TEST(Heuristics, FusedStepPutsFollowTheTileSharing) {
   EXPECT_EQ(fused_step_puts(64, 4, false, 3), 64);   // shared tiles: one tile, whatever the warpgroups
 }
 
-// Three consumer warpgroups exactly where the dense kernel runs them for fp8: groups of
-// N = 128 in the FP16 chain (V3.2 pairs of rows, GLM-5 groups of 4, decode next_n = 2 at
-// H = 64); never for mxfp4, kProduction, or other group sizes; none when the knob says two.
-TEST(Heuristics, FusedThirdConsumerWarpgroupOnlyForFp16ChainGroupsOf128) {
+// More consumer warpgroups exactly where the dense kernel runs them for fp8: groups of
+// N = 128 (V3.2 pairs of rows, GLM-5 groups of 4, decode next_n = 2 at H = 64), three in the
+// FP16 chain, four in the FP8 chain; never for mxfp4 or other group sizes.
+TEST(Heuristics, FusedConsumerWarpgroupsFollowTheDenseKernelsForFp8GroupsOf128) {
   using flashindexer::cuda::fused_consumer_wgs;
-  EXPECT_EQ(fused_consumer_wgs(true, 64, 2), 3);
-  EXPECT_EQ(fused_consumer_wgs(true, 32, 4), 3);
-  EXPECT_EQ(fused_consumer_wgs(false, 64, 2), 2);  // mxfp4 or kProduction
-  EXPECT_EQ(fused_consumer_wgs(true, 64, 4), 2);   // N = 256
-  EXPECT_EQ(fused_consumer_wgs(true, 64, 1), 2);   // N = 64
-  EXPECT_EQ(fused_consumer_wgs(true, 32, 8), 2);
-  EXPECT_EQ(fused_consumer_wgs(true, 32, 2), 2);
+  EXPECT_EQ(fused_consumer_wgs(true, true, 64, 2), 3);    // fp8, exact mode: FP16 chain
+  EXPECT_EQ(fused_consumer_wgs(true, true, 32, 4), 3);
+  EXPECT_EQ(fused_consumer_wgs(true, false, 64, 2), 4);   // fp8, kProduction: FP8 chain
+  EXPECT_EQ(fused_consumer_wgs(true, false, 32, 4), 4);
+  EXPECT_EQ(fused_consumer_wgs(false, true, 64, 2), 2);   // mxfp4
+  EXPECT_EQ(fused_consumer_wgs(false, false, 64, 2), 2);
+  EXPECT_EQ(fused_consumer_wgs(true, true, 64, 4), 2);    // N = 256
+  EXPECT_EQ(fused_consumer_wgs(true, false, 64, 4), 2);
+  EXPECT_EQ(fused_consumer_wgs(true, true, 64, 1), 2);    // N = 64
+  EXPECT_EQ(fused_consumer_wgs(true, true, 32, 8), 2);
+  EXPECT_EQ(fused_consumer_wgs(true, true, 32, 2), 2);
 }
 
 // The sampled start on alternate tiles (fused_topk.cu) takes

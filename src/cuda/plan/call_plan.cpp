@@ -14,10 +14,6 @@
 namespace flashindexer::cuda {
 namespace {
 
-bool fp8_exact_mode(CacheFormat format, ScoreAccuracy accuracy) {
-  return format == CacheFormat::kFp8E4M3 && accuracy == ScoreAccuracy::kExact;
-}
-
 Status unsupported(const std::string& what) { return Status(StatusCode::kUnsupported, what); }
 
 // A lockstep step's appends per row, and whether its votes are deferred (both warpgroups
@@ -44,7 +40,7 @@ ScorerPlan scorer_plan(const IndexerProblem& p, Operator op, const DeviceLimits&
 }  // namespace
 
 int32_t fused_consumer_wgs(CacheFormat format, ScoreAccuracy accuracy, int32_t heads, int32_t rows_per_group) {
-  return fused_consumer_wgs(fp8_exact_mode(format, accuracy), heads, rows_per_group);
+  return fused_consumer_wgs(format == CacheFormat::kFp8E4M3, accuracy == ScoreAccuracy::kExact, heads, rows_per_group);
 }
 
 FusedVotePlan fused_topk_vote_plan(CacheFormat format, ScoreAccuracy accuracy, int32_t heads, int32_t rows_per_group,
@@ -64,21 +60,21 @@ int32_t fused_topk_min_capacity(CacheFormat format, ScoreAccuracy accuracy, int3
 // candidates of N = 256 do not fit beside the scorer (H = 32, K = 2048: 8 rows hold 1,372
 // each, 4 rows 3,800), and where fused_prefill_rows prefers them (fp8 at H = 64). The dense
 // operator takes the same groups, since mxfp4 scores depend on them (the integer path is a
-// CTA-wide choice), except fp8 in exact mode, whose scores do not (dense_prefill_rows:
-// N = 128, three consumer warpgroups).
+// CTA-wide choice), except fp8, whose scores do not (dense_prefill_rows: N = 128, three
+// consumer warpgroups in exact mode, four in kProduction).
 int32_t prefill_rows(const IndexerProblem& p, Operator op, const DeviceLimits& d) {
   const int32_t h = p.queries.num_heads;
   if (p.rows.form == RowForm::kDecode) return 0;  // decode groups are a request's next_n rows
-  const bool fp8_exact = fp8_exact_mode(p.cache.format, p.accuracy);
   if (op == Operator::kDenseLogits) {
-    if (const int32_t rows = dense_prefill_rows(fp8_exact, h); rows > 0) return rows;
+    if (const int32_t rows = dense_prefill_rows(p.cache.format == CacheFormat::kFp8E4M3, h); rows > 0) return rows;
   }
   if (h != 32 && h != 64) return 0;
   auto fits = [&](int32_t rows) {
     return sm90::fused_topk_capacity(p.cache.format, h, rows, d.smem_optin) >=
            fused_topk_min_capacity(p.cache.format, p.accuracy, h, rows, p.k);
   };
-  if (const int32_t rows = fused_prefill_rows(fp8_exact, h); rows > 0 && fits(rows)) return rows;
+  if (const int32_t rows = fused_prefill_rows(p.cache.format == CacheFormat::kFp8E4M3, h); rows > 0 && fits(rows))
+    return rows;
   const int32_t full = 256 / h;
   return !fits(full) && fits(full / 2) ? full / 2 : 0;
 }

@@ -206,26 +206,26 @@ inline ScorerPlan plan_scorer(bool decode, int64_t rows, int32_t next_n, int32_t
 }
 
 // plan_scorer's prefill_rows for the dense operator: groups of N = 128 columns (128 / H rows)
-// for fp8 caches in exact mode (three consumer warpgroups on alternate tiles,
-// dense_logits.cu), which measured 4.7% faster than N = 256 in ping-pong at H = 64 (V3.2
-// prefill 8,192 x 65,536: 15.89 against 16.68 ms; docs/experiments.md, 2026-12-01); 0 (256 / H)
-// otherwise. kProduction's FP8 chain measured slower at N = 128 (11.82 against 10.98 ms), as did
-// mxfp4 (17.53 against 17.16); the fused operator's rule is fused_prefill_rows.
-inline int32_t dense_prefill_rows(bool fp8_exact_mode, int32_t heads) {
-  return fp8_exact_mode && (heads == 64 || heads == 32) ? 128 / heads : 0;
+// for fp8 caches in both modes, 0 (256 / H) otherwise. Exact mode (FP16 chain): three consumer
+// warpgroups on alternate tiles (dense_logits.cu), 4.7% faster than N = 256 in ping-pong at
+// H = 64 (V3.2 prefill 8,192 x 65,536: 15.89 against 16.68 ms; docs/experiments.md,
+// 2026-12-01). kProduction (FP8 chain): four consumer warpgroups, each on every fourth tile
+// (tokens as M, 64 per warpgroup; N = 128 query columns), where two measured slower at
+// N = 128 (11.82 against 10.98 ms) and mxfp4 too (17.53 against 17.16). The fused
+// operator's rule is fused_prefill_rows.
+inline int32_t dense_prefill_rows(bool fp8, int32_t heads) {
+  return fp8 && (heads == 64 || heads == 32) ? 128 / heads : 0;
 }
 
 // The fused operator's preferred rows per ragged group where they fit (0: 256 / H, or half
-// that where its candidates do not fit; plan/call_plan.cpp prefill_rows). fp8 in exact mode at H = 64:
-// 2 rows (N = 128, three consumer warpgroups on alternate tiles, deferred votes) instead of 4
-// on shared tiles, at every K. V3.2 prefill 8,192 x 65,536 (docs/experiments.md, 2026-12-03):
-// K = 2,048 20.22 -> 17.66 ms; K = 1,024 18.77 -> 17.56, K = 512 18.43 -> 17.45 (with two
-// consumer warpgroups pairs paid only at K = 2,048). Before deferred votes N = 128 measured
-// slower (21.45 against 20.5, 2026-12-03).
-// Not for kProduction: its fp8 dense scores come from the same groups, and the dense operator
-// runs N = 128 8% slower there (10.1 -> 11.0 ms), for a fused 16.1 -> 15.3.
-inline int32_t fused_prefill_rows(bool fp8_exact_mode, int32_t heads) {
-  return fp8_exact_mode && heads == 64 ? 2 : 0;
+// that where its candidates do not fit; plan/call_plan.cpp prefill_rows). fp8 at H = 64:
+// 2 rows (N = 128 on alternate tiles, deferred votes) instead of 4 on shared tiles, at every
+// K, as the dense operator's groups (dense_prefill_rows). Exact mode (three consumer
+// warpgroups), V3.2 prefill 8,192 x 65,536 (docs/experiments.md, 2026-12-03): K = 2,048
+// 20.22 -> 17.66 ms; K = 1,024 18.77 -> 17.56, K = 512 18.43 -> 17.45. kProduction: four
+// consumer warpgroups (fused_consumer_wgs), each appending under the others' MMAs.
+inline int32_t fused_prefill_rows(bool fp8, int32_t heads) {
+  return fp8 && heads == 64 ? 2 : 0;
 }
 
 // Groups of N = H x R = 256 query columns on alternate tiles (paged_scorer.cuh's kAlternate256):
@@ -249,14 +249,14 @@ inline constexpr int32_t fused_step_puts(int32_t heads, int32_t rows_per_group, 
   return heads * rows_per_group == 256 && !alternate256 ? 64 : 64 * consumer_wgs;
 }
 
-// The fused lockstep kernel's consumer warpgroups: three on groups of N = 128 in the FP16
-// chain (fp8, exact mode; V3.2 pairs of rows, GLM-5 groups of 4), each on every third
-// tile, as the dense kernel runs them (dense_logits.cu); else two. 512 threads: the producer
-// keeps 40 registers, the consumers 152 (ptxas still allocates 128 per instruction: the
-// kernels fit without spills). 8,192 x 65,536 (docs/experiments.md, 2026-12-03): V3.2 19.21 ->
+// The fused lockstep kernel's consumer warpgroups on fp8 groups of N = 128 (V3.2 pairs of
+// rows, GLM-5 groups of 4), each on every third (fourth) tile, as the dense kernel runs them
+// (dense_logits.cu): three in the FP16 chain (exact mode; 512 threads, the producer keeps 40
+// registers, the consumers 152), four in the FP8 chain (kProduction; 640 threads, 32 / 112);
+// else two. Exact mode, 8,192 x 65,536 (docs/experiments.md, 2026-12-03): V3.2 19.21 ->
 // 17.66 ms, GLM-5 11.84 -> 11.07.
-inline constexpr int32_t fused_consumer_wgs(bool fp8_exact_mode, int32_t heads, int32_t rows_per_group) {
-  return fp8_exact_mode && heads * rows_per_group == 128 ? 3 : 2;
+inline constexpr int32_t fused_consumer_wgs(bool fp8, bool exact, int32_t heads, int32_t rows_per_group) {
+  return fp8 && heads * rows_per_group == 128 ? (exact ? 3 : 4) : 2;
 }
 
 // The least capacity for K: K plus one vote interval of one step (the vote is exact: it asks

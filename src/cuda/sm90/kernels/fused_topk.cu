@@ -55,7 +55,7 @@ namespace flashindexer::sm90 {
 namespace {
 
 // Grid: one CTA per (group, split), groups in reverse order, as dense_logits_kernel.
-// 384 threads, 512 with a third consumer warpgroup (fused_consumer_wgs).
+// 384 threads, 512 with a third consumer warpgroup, 640 with a fourth (fused_consumer_wgs).
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy, bool kAlternate>
 __global__ void __launch_bounds__(128 * (1 + fused_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>()), 1)
     fused_topk_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ FusedParams f) {
@@ -91,14 +91,18 @@ __global__ void __launch_bounds__(128 * (1 + fused_consumer_wgs<kFormat, kHeads,
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
-    if constexpr (kWgs == 3) {
+    if constexpr (kWgs == 4) {
+      ptx::regs_dealloc<kProducerRegs4>();
+    } else if constexpr (kWgs == 3) {
       ptx::regs_dealloc<kProducerRegs3>();
     } else if constexpr (Core::kSplitRegs) {
       ptx::regs_dealloc<kProducerRegs>();
     }
     Core::produce(a, sm);
   } else {
-    if constexpr (kWgs == 3) {
+    if constexpr (kWgs == 4) {
+      ptx::regs_alloc<kConsumerRegs4>();
+    } else if constexpr (kWgs == 3) {
       ptx::regs_alloc<kConsumerRegs3>();
     } else if constexpr (Core::kSplitRegs) {
       ptx::regs_alloc<kConsumerRegs>();
@@ -109,8 +113,8 @@ __global__ void __launch_bounds__(128 * (1 + fused_consumer_wgs<kFormat, kHeads,
     const long long t0 = sink.clock.now();
     Core::consume(sm, wg - 1, sink);
     StreamSync<kWgs>::sync();
-    if constexpr (kWgs == 3) {
-      if (t >= kConsumers) return;  // the third warpgroup: the finish runs on warpgroups 1-2
+    if constexpr (kWgs > 2) {
+      if (t >= kConsumers) return;  // warpgroups 3 (and 4): the finish runs on warpgroups 1-2
     }
     const long long t1 = sink.clock.now();
     finish_rows<kRows>(a, f, sm, sink, split, t);

@@ -221,9 +221,9 @@ struct ScorerSmem {
   int32_t q_s8;       // mxfp4, N = 256: the queries are stored as s8 (the integer path)
 };
 
-template <int kN, bool kMx>
+template <int kN, bool kMx, int kRing = kScorerStages>
 constexpr size_t scorer_smem_bytes() {
-  return sizeof(ScorerSmem<kN, kMx>) + 1024;  // + alignment slack of the dynamic base
+  return sizeof(ScorerSmem<kN, kMx, kRing>) + 1024;  // + alignment slack of the dynamic base
 }
 
 __device__ __forceinline__ float load_weight(const Queries& q, int64_t row, int h) {
@@ -261,6 +261,11 @@ static_assert(kProducerRegs >= 24 && 128 * kProducerRegs + 256 * kConsumerRegs <
 inline constexpr int kProducerRegs3 = 40;
 inline constexpr int kConsumerRegs3 = 152;
 static_assert(128 * kProducerRegs3 + 384 * kConsumerRegs3 <= 512 * 128, "register split beyond the launch allocation");
+// The split with four consumer warpgroups (640 threads, 96 registers each at launch):
+// kProduction fp8 groups of N = 128 (dense_logits.cu). The producer's cp.async loop needs few.
+inline constexpr int kProducerRegs4 = 32;
+inline constexpr int kConsumerRegs4 = 112;
+static_assert(128 * kProducerRegs4 + 512 * kConsumerRegs4 <= 640 * 96, "register split beyond the launch allocation");
 
 // The scorer's shared memory at the first 1024-byte boundary of the dynamic base. Pointer
 // arithmetic on the __shared__ array (no round trip through an integer) lets the compiler
@@ -303,9 +308,11 @@ struct PagedScorer {
   // warpgroups: 40 / 152, dense_logits.cu).
   static constexpr bool kSplitRegs = FI_SCORER_SPLIT_REGS != 0 && (kNw >= 128 || kRegKeys);
   static constexpr int kThreads = 128 * (1 + kConsumerWgs);
-  static_assert(kConsumerWgs == 2 || (kConsumerWgs == 3 && ((kRegKeys && kNw <= 64) || (!kMx && kNw <= 128))),
-                "three consumer warpgroups: groups of N <= 64 on the register-key path, N <= 128 on the fp8 path");
   static constexpr bool kF16 = fp16_chain(kFormat, kAccuracy);
+  static_assert(kConsumerWgs == 2 || (kConsumerWgs == 3 && ((kRegKeys && kNw <= 64) || (!kMx && kNw <= 128))) ||
+                    (kConsumerWgs == 4 && !kMx && !kF16 && kNw <= 128),
+                "three consumer warpgroups: groups of N <= 64 on the register-key path, N <= 128 on the fp8 path; "
+                "four: N <= 128 on the FP8 chain");
   // mxfp4 groups that share tiles can take the integer path (s8 WGMMA; sm.q_s8 per CTA) in the
   // exact mode. kProduction keeps its single FP8 chain: with the E5M2 producer's lighter
   // conversion it is the faster one (docs/experiments.md, 2026-11-30).

@@ -55,7 +55,7 @@ template <int kWgs>
 using StreamSync = std::conditional_t<kWgs == 2, ConsumerSync, NamedSync<6, 128 * kWgs>>;
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 constexpr int fused_consumer_wgs() {
-  return cuda::fused_consumer_wgs(fp16_chain(kFormat, kAccuracy), kHeads, kRows);
+  return cuda::fused_consumer_wgs(kFormat == CacheFormat::kFp8E4M3, kAccuracy == ScoreAccuracy::kExact, kHeads, kRows);
 }
 // The longest window the finish orders by a bitmap in the key ring: one bit and one 32-bit
 // prefix per 32 positions each take half of it (4 x its bytes: 262,144 positions in 64 KiB).
@@ -137,14 +137,15 @@ constexpr uint32_t step_puts(int heads, int rows, bool alternate, int consumer_w
 
 // kSampled: the tile order may start with a sample, whose guess comes at the step where the
 // sample ends (with kOwnRows a step is one tile, otherwise one tile per consumer warpgroup).
-// kWgs: the consumer warpgroups (3: warpgroup 3 appends and votes, waits out the selections).
+// kWgs: the consumer warpgroups (3, 4: warpgroups past 2 append and vote, and wait out the
+// selections).
 template <int kRows, uint32_t kStepPuts, bool kOwnRows, bool kSampled = kOwnRows, int kWgs = 2>
 struct SelectSink {
-  static_assert(kWgs == 2 || (kWgs == 3 && !kOwnRows), "a third consumer warpgroup: rows scored by all");
+  static_assert(kWgs == 2 || ((kWgs == 3 || kWgs == 4) && !kOwnRows), "more consumer warpgroups: rows scored by all");
   using Stream = StreamSync<kWgs>;
-  // A selection during the stream with a third warpgroup: after a barrier of every consumer
-  // thread, f on warpgroups 1-2 (Select), then a second barrier keeps the third warpgroup's
-  // appends out until f is done. (With two warpgroups the callers sync on barrier 1, and
+  // A selection during the stream with a third (and fourth) warpgroup: after a barrier of
+  // every consumer thread, f on warpgroups 1-2 (Select), then a second barrier keeps the
+  // other warpgroups' appends out until f is done. (With two warpgroups the callers sync on barrier 1, and
   // Select's own barriers order the rest: written apart so that their SASS stays as tested.)
   template <class F>
   __device__ void selecting(int t, F&& f) {
