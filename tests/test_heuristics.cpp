@@ -132,8 +132,8 @@ TEST(Heuristics, PrefillScorerGroupsFillTheMmaWidth) {
 
 TEST(Heuristics, DenseFp8DefaultModeScoresPairsOfRows) {
   using flashindexer::cuda::dense_prefill_rows;
-  EXPECT_EQ(dense_prefill_rows(true, 64), 2);   // fp8: N = 128 (three or four consumer warpgroups)
-  EXPECT_EQ(dense_prefill_rows(false, 64), 0);  // mxfp4: 256 / H
+  EXPECT_EQ(dense_prefill_rows(true, 64), 2);   // fp8, FP16 chain: N = 128, three consumer warpgroups
+  EXPECT_EQ(dense_prefill_rows(false, 64), 0);  // kProduction or mxfp4: 256 / H
   EXPECT_EQ(dense_prefill_rows(true, 32), 4);   // H = 32: N = 128 too
   EXPECT_EQ(dense_prefill_rows(true, 16), 0);   // other head counts: 256 / H
   const auto pairs = plan_scorer(false, 8191, 1, 1, 64, 65536, 132, flashindexer::cuda::kScorerMinChunkDense, 2);

@@ -206,24 +206,27 @@ inline ScorerPlan plan_scorer(bool decode, int64_t rows, int32_t next_n, int32_t
 }
 
 // plan_scorer's prefill_rows for the dense operator: groups of N = 128 columns (128 / H rows)
-// for fp8 caches in both modes, 0 (256 / H) otherwise. Exact mode (FP16 chain): three consumer
-// warpgroups on alternate tiles (dense_logits.cu), 4.7% faster than N = 256 in ping-pong at
-// H = 64 (V3.2 prefill 8,192 x 65,536: 15.89 against 16.68 ms; docs/experiments.md,
-// 2026-12-01). kProduction (FP8 chain): four consumer warpgroups, each on every fourth tile
-// (tokens as M, 64 per warpgroup; N = 128 query columns), where two measured slower at
-// N = 128 (11.82 against 10.98 ms) and mxfp4 too (17.53 against 17.16). The fused
-// operator's rule is fused_prefill_rows.
-inline int32_t dense_prefill_rows(bool fp8, int32_t heads) {
-  return fp8 && (heads == 64 || heads == 32) ? 128 / heads : 0;
+// for fp8 caches in exact mode (three consumer warpgroups on alternate tiles,
+// dense_logits.cu), which measured 4.7% faster than N = 256 in ping-pong at H = 64 (V3.2
+// prefill 8,192 x 65,536: 15.89 against 16.68 ms; docs/experiments.md, 2026-12-01); 0 (256 / H)
+// otherwise. kProduction's FP8 chain is faster at N = 256 on alternate tiles: against two
+// consumer warpgroups at N = 128 11.82 against 10.98 ms, against four (each on every fourth
+// tile) 10.40-10.64 against 9.89-10.06 (H100, 2026-12-07); mxfp4 too (17.53 against 17.16).
+// fp8 scores do not depend on the groups, so the fused operator keeps its own
+// (fused_prefill_rows).
+inline int32_t dense_prefill_rows(bool fp8_exact_mode, int32_t heads) {
+  return fp8_exact_mode && (heads == 64 || heads == 32) ? 128 / heads : 0;
 }
 
 // The fused operator's preferred rows per ragged group where they fit (0: 256 / H, or half
 // that where its candidates do not fit; plan/call_plan.cpp prefill_rows). fp8 at H = 64:
 // 2 rows (N = 128 on alternate tiles, deferred votes) instead of 4 on shared tiles, at every
-// K, as the dense operator's groups (dense_prefill_rows). Exact mode (three consumer
-// warpgroups), V3.2 prefill 8,192 x 65,536 (docs/experiments.md, 2026-12-03): K = 2,048
-// 20.22 -> 17.66 ms; K = 1,024 18.77 -> 17.56, K = 512 18.43 -> 17.45. kProduction: four
-// consumer warpgroups (fused_consumer_wgs), each appending under the others' MMAs.
+// K. Exact mode (three consumer warpgroups), V3.2 prefill 8,192 x 65,536
+// (docs/experiments.md, 2026-12-03): K = 2,048 20.22 -> 17.66 ms; K = 1,024 18.77 -> 17.56,
+// K = 512 18.43 -> 17.45. kProduction: four consumer warpgroups (fused_consumer_wgs), each
+// appending under the others' MMAs: V3.2 K = 2,048 15.71-15.92 -> 11.95-12.23 ms (H100,
+// 2026-12-07), where the dense operator keeps N = 256 (dense_prefill_rows; fp8 scores do
+// not depend on the groups).
 inline int32_t fused_prefill_rows(bool fp8, int32_t heads) {
   return fp8 && heads == 64 ? 2 : 0;
 }

@@ -5,10 +5,9 @@
 //   kHasNaN). The scoring is paged_scorer.cuh; this file adds the logits sink, the -inf
 //   fill of each CTA's position range and the status write.
 // Grid: one CTA per (group, split), groups in reverse order (causal prefill: the longest
-//   rows first). 384 threads, 512 with a third consumer warpgroup, 640 with a fourth
-//   (dense_consumer_wgs); groups of N = 256 on alternate tiles (dense_alternate256);
-//   dynamic shared memory scorer_smem_bytes<N>() (four consumer warpgroups: a ring of 16
-//   tiles, N = 128: 166 KiB).
+//   rows first). 384 threads, 512 with a third consumer warpgroup (dense_consumer_wgs);
+//   groups of N = 256 on alternate tiles (dense_alternate256);
+//   dynamic shared memory scorer_smem_bytes<N>().
 #include "cuda/sm90/kernels/dense_logits.h"
 #include "cuda/sm90/scorer/paged_scorer.cuh"
 #include "cuda/sm90/sinks/logits_sink.cuh"
@@ -17,10 +16,8 @@ namespace flashindexer::sm90 {
 namespace {
 
 
-// Consumer warpgroups of the dense kernel, each on every third (fourth) tile where there are
-// three (four): the schedulers get more warps to issue from, and a warpgroup's head sums run
-// under the others' MMAs. Four: fp8 groups of N = 128 in kProduction (the FP8 chain: 64
-// accumulators a thread, 112 registers). Three:
+// Consumer warpgroups of the dense kernel, each on every third tile where there are three
+// (the schedulers get more warps to issue from); else two:
 // - register-key groups of N <= 64 (mxfp4 decode with next_n = 1 at H = 64, next_n <= 2 at
 //   H = 32): v4-pro decode B=64 236 -> 214 us (docs/experiments.md, 2026-11-30);
 // - fp8 groups of N = 128 in exact mode (FP16 chain: the prefill groups of that mode,
@@ -29,7 +26,7 @@ namespace {
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 constexpr int dense_consumer_wgs() {
   constexpr int kN = kHeads * kRows;
-  if (kFormat == CacheFormat::kFp8E4M3) return kN == 128 ? (kAccuracy == ScoreAccuracy::kExact ? 3 : 4) : 2;
+  if (kFormat == CacheFormat::kFp8E4M3) return kAccuracy == ScoreAccuracy::kExact && kN == 128 ? 3 : 2;
   return ScorerSmem<kN, kFormat == CacheFormat::kMxfp4>::kRegKeys && kN <= 64 ? 3 : 2;
 }
 
@@ -43,17 +40,11 @@ constexpr bool dense_alternate256() {
   return cuda::dense_takes_alternate256(fp16_chain(kFormat, kAccuracy), kHeads, kRows);
 }
 
-// Key tiles in the ring: two per consumer warpgroup, four with four warpgroups.
-template <int kWgs>
-constexpr int dense_ring() {
-  return kWgs == 4 ? 16 : kScorerStages;
-}
-
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 __global__ void __launch_bounds__(128 * (1 + dense_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>()), 1)
     dense_logits_kernel(const __grid_constant__ ScorerArgs a, const __grid_constant__ LogitsOutput out) {
   constexpr int kWgs = dense_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>();
-  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, kWgs, dense_ring<kWgs>(),
+  using Core = PagedScorer<kFormat, kHeads, kRows, kAccuracy, kWgs, kScorerStages,
                            dense_alternate256<kFormat, kHeads, kRows, kAccuracy>()>;
   extern __shared__ uint8_t smem_raw[];
   auto& sm = carve<typename Core::Smem>(smem_raw);
@@ -78,18 +69,14 @@ __global__ void __launch_bounds__(128 * (1 + dense_consumer_wgs<kFormat, kHeads,
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
-    if constexpr (kWgs == 4) {
-      ptx::regs_dealloc<kProducerRegs4>();
-    } else if constexpr (kWgs == 3) {
+    if constexpr (kWgs == 3) {
       ptx::regs_dealloc<kProducerRegs3>();
     } else if constexpr (Core::kSplitRegs) {
       ptx::regs_dealloc<kProducerRegs>();
     }
     Core::template produce<2>(a, sm);  // mxfp4 N = 256: two tiles per step (the producer bounds this kernel)
   } else {
-    if constexpr (kWgs == 4) {
-      ptx::regs_alloc<kConsumerRegs4>();
-    } else if constexpr (kWgs == 3) {
+    if constexpr (kWgs == 3) {
       ptx::regs_alloc<kConsumerRegs3>();
     } else if constexpr (Core::kSplitRegs) {
       ptx::regs_alloc<kConsumerRegs>();
@@ -114,9 +101,8 @@ __global__ void __launch_bounds__(128 * (1 + dense_consumer_wgs<kFormat, kHeads,
 
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 cudaError_t launch(const ScorerArgs& a, const LogitsOutput& out, cudaStream_t stream) {
-  constexpr int kWgs = dense_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>();
-  constexpr size_t kSmem = scorer_smem_bytes<kHeads * kRows, kFormat == CacheFormat::kMxfp4, dense_ring<kWgs>()>();
-  return launch_scorer_kernel<128 * (1 + kWgs)>(
+  constexpr size_t kSmem = scorer_smem_bytes<kHeads * kRows, kFormat == CacheFormat::kMxfp4>();
+  return launch_scorer_kernel<128 * (1 + dense_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>())>(
       dense_logits_kernel<kFormat, kHeads, kRows, kAccuracy>, kSmem, stream, a, out);
 }
 

@@ -35,7 +35,9 @@
 // Warp roles: the scorer's (warpgroup 0 produces, 1-2 consume; on shared tiles in the FP16
 //   chain they take turns on the tensor cores, named barriers 4, 5; groups of N = 128 in the
 //   FP16 chain run a third consumer warpgroup, 512 threads, each on every third tile, and
-//   the stream's votes meet all three on named barrier 6); selection runs on consumer
+//   in the FP8 chain (kProduction) a fourth, 640 threads, each on every fourth tile, so a
+//   warpgroup's head sums and appends run under the others' MMAs; the stream's votes meet
+//   them all on named barrier 6); selection runs on consumer
 //   warpgroups 1-2 (named barriers 2, 3 per warpgroup, or 1 for both), as do the finish and
 //   output writes (named barrier 1).
 // Shared memory: the scorer's (N = 256: fp8 131 KiB, mxfp4 139 KiB) + 8 KiB of radix

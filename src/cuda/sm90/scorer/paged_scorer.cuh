@@ -64,7 +64,8 @@
 //   prefill groups) run a third consumer warpgroup (512 threads, every third tile;
 //   dense_logits.cu); so do the fused decode clusters' groups of N <= 64 of
 //   both formats and their fp8 pairs of rows, N <= 128 (fused_staged.cu), and the fused
-//   lockstep kernel's groups of N = 128 in the FP16 chain (fused_topk.cu).
+//   lockstep kernel's groups of N = 128 in the FP16 chain (fused_topk.cu); its fp8 groups of
+//   N = 128 in the FP8 chain run four (640 threads, every fourth tile, setmaxnreg 32 / 112).
 //   The dense operator's register-key groups of N <= 64 take each warpgroup's tiles in pairs,
 //   one tile's head sums and puts under the next tile's first MMA group
 //   (consume_tiles_reg_pairs).
@@ -221,9 +222,9 @@ struct ScorerSmem {
   int32_t q_s8;       // mxfp4, N = 256: the queries are stored as s8 (the integer path)
 };
 
-template <int kN, bool kMx, int kRing = kScorerStages>
+template <int kN, bool kMx>
 constexpr size_t scorer_smem_bytes() {
-  return sizeof(ScorerSmem<kN, kMx, kRing>) + 1024;  // + alignment slack of the dynamic base
+  return sizeof(ScorerSmem<kN, kMx>) + 1024;  // + alignment slack of the dynamic base
 }
 
 __device__ __forceinline__ float load_weight(const Queries& q, int64_t row, int h) {
@@ -262,7 +263,8 @@ inline constexpr int kProducerRegs3 = 40;
 inline constexpr int kConsumerRegs3 = 152;
 static_assert(128 * kProducerRegs3 + 384 * kConsumerRegs3 <= 512 * 128, "register split beyond the launch allocation");
 // The split with four consumer warpgroups (640 threads, 96 registers each at launch):
-// kProduction fp8 groups of N = 128 (dense_logits.cu). The producer's cp.async loop needs few.
+// kProduction fp8 groups of N = 128 in the fused lockstep kernel (fused_topk.cu). ptxas
+// allocates each side within its setmaxnreg; the producer's cp.async loop needs few.
 inline constexpr int kProducerRegs4 = 32;
 inline constexpr int kConsumerRegs4 = 112;
 static_assert(128 * kProducerRegs4 + 512 * kConsumerRegs4 <= 640 * 96, "register split beyond the launch allocation");
