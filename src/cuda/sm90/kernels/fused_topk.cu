@@ -19,8 +19,9 @@
 //   K-th when that bin is too full) and tau rises to that edge. Groups of N = 256 take alternate
 //   tiles where the buffers hold 2 K keys, 1,024 of them above K (cuda::fused_takes_alternate256),
 //   else share tiles: each warpgroup scores rows of its own and votes (bar.red.or) and compacts
-//   alone (128 threads); otherwise both warpgroups score every row (N = 256 on alternate tiles,
-//   and every N < 256: fp8 at H = 64 takes pairs of rows, cuda::fused_prefill_rows) and a
+//   alone (128 threads); otherwise every consumer warpgroup scores every row (N = 256 on
+//   alternate tiles, and every N < 256: fp8 at H = 64 takes pairs of rows with three or four
+//   consumer warpgroups, cuda::fused_prefill_rows and fused_consumer_wgs) and a
 //   vote is deferred (tags and an mbarrier, acted on one vote later; three intervals of room).
 //   With one split a group starts with a sampled start (sampled_start.h; on alternate tiles a
 //   step samples a pair of tiles).
