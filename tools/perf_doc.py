@@ -6,6 +6,7 @@ numbers; what was tried on the way is docs/experiments.md).
 Sources, newest by file name (they start with the date):
   *_peers_deepgemm_*.jsonl   bench/peers/deepgemm_indexer.py (DeepGEMM beside us, one process)
   *_bench_*.jsonl            flashindexer bench --json (ours against the floors, both modes)
+  *_ab_*.jsonl               every one of the newest date: variants timed side by side in one call
   *_python_overhead_*.jsonl  bench/python_overhead.py
 """
 import contextlib
@@ -69,6 +70,46 @@ def bench_section(path):
     return head + "\n".join(rows) + "\n"
 
 
+def ab_files():
+    """Every same-call A/B file (*_ab_*.jsonl) of the newest date among them."""
+    files = sorted(glob.glob(os.path.join(ROOT, "bench", "results", "*_ab_*.jsonl")))
+    if not files:
+        return []
+    date = os.path.basename(files[-1]).split("_")[0]
+    return [os.path.relpath(f, ROOT) for f in files if os.path.basename(f).startswith(date + "_")]
+
+
+def ab_section(path):
+    recs = records(path)
+    by, order, notes = {}, [], {}
+    for r in recs:
+        if r.get("impl") != "flashindexer" or r.get("op") not in ("dense_logits", "dense_then_topk", "fused_topk"):
+            continue
+        key = (r.get("run", "-"), r["point"], mode(r), r.get("variant", "-"))
+        if key not in by:
+            order.append(key)
+        by.setdefault(key, {})[r["op"]] = r
+        if r.get("variant_note"):
+            notes[r.get("variant", "-")] = (r.get("git", "?"), r["variant_note"])
+    gpu = next((r.get("gpu") for r in recs if r.get("gpu")), "?")
+    lines = [f"{gpu}; from `{path}` (ms; each run one device call, its variants side by side).\n",
+             "| run | point | mode | variant | git | dense logits | dense + TopK | fused | fused == dense + TopK |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for key in order:
+        ops = by[key]
+        f = ops.get("fused_topk")
+        if f is None:
+            continue
+        d, p = ops.get("dense_logits"), ops.get("dense_then_topk")
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {f.get('git', '?')} | "
+                     f"{d['time_ms']:.3f} | " if d else f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {f.get('git', '?')} | - | ")
+        lines[-1] += (f"{p['time_ms']:.3f} | " if p else "- | ") + f"{f['time_ms']:.3f} | {'yes' if f.get('identical') else 'no'} |"
+    if notes:
+        lines.append("")
+        lines += [f"- `{v}` ({g}): {n}" for v, (g, n) in sorted(notes.items())]
+    return "\n".join(lines) + "\n"
+
+
 def overhead_section(path):
     lines = [f"From `{path}`:\n", "| point | host us per eager call | GPU us per call (graph) | torch |", "|---|---|---|---|"]
     for r in records(path):
@@ -91,6 +132,10 @@ def document():
     b = newest("*_bench_*.jsonl")
     if b:
         parts += ["## Ours against the floors\n", bench_section(b)]
+    for a in ab_files():
+        parts += [f"## Same-call A/B: `{os.path.basename(a)}`\n",
+                  "Variants of one tree built here and timed in the same device call (timing-only builds give "
+                  "wrong results: `fused == dense + TopK` says no there).\n", ab_section(a)]
     o = newest("*_python_overhead_*.jsonl")
     if o:
         parts += ["## Python-call overhead (eager decode)\n", overhead_section(o)]
