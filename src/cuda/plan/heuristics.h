@@ -253,10 +253,10 @@ inline constexpr int32_t fused_step_puts(int32_t heads, int32_t rows_per_group, 
 }
 
 // The fused lockstep kernel's consumer warpgroups on fp8 groups of N = 128 (V3.2 pairs of
-// rows, GLM-5 groups of 4), each on every third (fourth) tile, as the dense kernel runs them
-// (dense_logits.cu): three in the FP16 chain (exact mode; 512 threads, the producer keeps 40
-// registers, the consumers 152), four in the FP8 chain at H = 64 (kProduction; 640 threads,
-// 32 / 112); else two. Exact mode, 8,192 x 65,536 (docs/experiments.md, 2026-12-03): V3.2
+// rows, GLM-5 groups of 4), each on every third (fourth) tile: three in the FP16 chain (exact
+// mode, as the dense kernel runs them, dense_logits.cu; 512 threads, the producer keeps 40
+// registers, the consumers 152), four in the FP8 chain at H = 64 (kProduction, the fused
+// kernel alone: the dense one keeps N = 256; 640 threads, 32 / 112); else two. Exact mode, 8,192 x 65,536 (docs/experiments.md, 2026-12-03): V3.2
 // 19.21 -> 17.66 ms, GLM-5 11.84 -> 11.07; kProduction, V3.2: 15.71-15.92 -> 11.95-12.23
 // (H100, 2026-12-07). GLM-5's groups of 4 rows (H = 32) spill 54 bytes at 112 registers and
 // were not measured that way: they keep two.
