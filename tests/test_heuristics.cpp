@@ -130,12 +130,15 @@ TEST(Heuristics, PrefillScorerGroupsFillTheMmaWidth) {
   expect_covering(h32, 900);
 }
 
-TEST(Heuristics, DenseFp8DefaultModeScoresPairsOfRows) {
+TEST(Heuristics, DenseFp8ScoresPairsOfRows) {
   using flashindexer::cuda::dense_prefill_rows;
-  EXPECT_EQ(dense_prefill_rows(true, 64), 2);   // fp8, FP16 chain: N = 128, three consumer warpgroups
-  EXPECT_EQ(dense_prefill_rows(false, 64), 0);  // kProduction or mxfp4: 256 / H
-  EXPECT_EQ(dense_prefill_rows(true, 32), 4);   // H = 32: N = 128 too
-  EXPECT_EQ(dense_prefill_rows(true, 16), 0);   // other head counts: 256 / H
+  EXPECT_EQ(dense_prefill_rows(true, true, 64), 2);    // fp8, FP16 chain: N = 128, three consumer warpgroups
+  EXPECT_EQ(dense_prefill_rows(true, false, 64), 4);   // fp8, kProduction: N = 256, four consumer warpgroups
+  EXPECT_EQ(dense_prefill_rows(true, false, 32), 0);   // kProduction at H = 32: 256 / H
+  EXPECT_EQ(dense_prefill_rows(false, false, 64), 0);  // mxfp4: 256 / H
+  EXPECT_EQ(dense_prefill_rows(false, true, 64), 0);
+  EXPECT_EQ(dense_prefill_rows(true, true, 32), 4);    // H = 32: N = 128 too
+  EXPECT_EQ(dense_prefill_rows(true, true, 16), 0);    // other head counts: 256 / H
   const auto pairs = plan_scorer(false, 8191, 1, 1, 64, 65536, 132, flashindexer::cuda::kScorerMinChunkDense, 2);
   EXPECT_EQ(pairs.rows_per_group, 2);
   EXPECT_EQ(pairs.group_stride, 2);

@@ -142,6 +142,31 @@ TEST(Plan, CudaPlannerDecidesOnceFromShapes) {
   p.queries.num_heads = 48;
   EXPECT_EQ(plan_indexer(p, Operator::kDenseLogits, h200(), &a).code(), StatusCode::kUnsupported);
 }
+
+// The dense operator's prefill groups are its own for fp8 (scores do not depend on them), in
+// each mode and at every K: a change of the fused operator's groups must not move them.
+TEST(Plan, DenseFp8PrefillGroupsIgnoreTheFusedOnes) {
+  using namespace flashindexer::cuda;
+  IndexerProblem p;
+  p.cache.format = CacheFormat::kFp8E4M3;
+  p.cache.pages.page_size = 64;
+  p.queries.num_heads = 64;
+  p.rows.num_rows = 8192;
+  p.rows.num_requests = 1;
+  p.rows.max_context = 65536;
+  for (const ScoreAccuracy mode : {ScoreAccuracy::kProduction, ScoreAccuracy::kExact}) {
+    for (const int32_t k : {512, 1024, 2048}) {
+      p.accuracy = mode;
+      p.k = k;
+      CallPlan dense;
+      ASSERT_TRUE(plan_indexer(p, Operator::kDenseLogits, h200(), &dense).is_ok());
+      EXPECT_EQ(dense.scorer.rows_per_group, dense_prefill_rows(true, mode == ScoreAccuracy::kExact, 64))
+          << "mode " << int(mode) << " k " << k;
+      // exact: N = 128 on three consumer warpgroups; production: N = 256 on four (shared tiles)
+      EXPECT_EQ(dense.scorer.rows_per_group, mode == ScoreAccuracy::kExact ? 2 : 4);
+    }
+  }
+}
 #endif
 
 }  // namespace

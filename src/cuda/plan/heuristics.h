@@ -205,17 +205,21 @@ inline ScorerPlan plan_scorer(bool decode, int64_t rows, int32_t next_n, int32_t
   return plan;
 }
 
-// plan_scorer's prefill_rows for the dense operator: groups of N = 128 columns (128 / H rows)
-// for fp8 caches in exact mode (three consumer warpgroups on alternate tiles,
-// dense_logits.cu), which measured 4.7% faster than N = 256 in ping-pong at H = 64 (V3.2
-// prefill 8,192 x 65,536: 15.89 against 16.68 ms; docs/experiments.md, 2026-12-01); 0 (256 / H)
-// otherwise. kProduction's FP8 chain is faster at N = 256 on alternate tiles: against two
-// consumer warpgroups at N = 128 11.82 against 10.98 ms, against four (each on every fourth
-// tile) 10.40-10.64 against 9.89-10.06 (H100, 2026-12-07); mxfp4 too (17.53 against 17.16).
-// fp8 scores do not depend on the groups, so the fused operator keeps its own
-// (fused_prefill_rows).
-inline int32_t dense_prefill_rows(bool fp8_exact_mode, int32_t heads) {
-  return fp8_exact_mode && (heads == 64 || heads == 32) ? 128 / heads : 0;
+// plan_scorer's prefill_rows for the dense operator (0: 256 / H; fp8 scores do not depend on
+// the groups, so the fused operator keeps its own, fused_prefill_rows):
+// - fp8 in exact mode, H = 64 and 32: N = 128 (128 / H rows), three consumer warpgroups on
+//   alternate tiles (dense_logits.cu), 4.7% faster than N = 256 in ping-pong at H = 64 (V3.2
+//   prefill 8,192 x 65,536: 15.89 against 16.68 ms; docs/experiments.md, 2026-12-01);
+// - fp8 in kProduction at H = 64: 4 rows (N = 256) on four consumer warpgroups, two on every
+//   other tile with 128 columns each, so a key tile read from L2 serves 256 columns and each
+//   scheduler has four consumer warps: V3.2 8.93 ms against 10.06 for pairs of rows on four
+//   warpgroups, whose consumers wait for key tiles a third of the time (H100, one call,
+//   2026-12-07; docs/experiments.md). Any other case returns 0 and takes the fused operator's
+//   groups (call_plan.cpp).
+inline int32_t dense_prefill_rows(bool fp8, bool exact, int32_t heads) {
+  if (!fp8) return 0;
+  if (exact) return heads == 64 || heads == 32 ? 128 / heads : 0;
+  return heads == 64 ? 4 : 0;
 }
 
 // The fused operator's preferred rows per ragged group where they fit (0: 256 / H, or half
@@ -225,8 +229,7 @@ inline int32_t dense_prefill_rows(bool fp8_exact_mode, int32_t heads) {
 // (docs/experiments.md, 2026-12-03): K = 2,048 20.22 -> 17.66 ms; K = 1,024 18.77 -> 17.56,
 // K = 512 18.43 -> 17.45. kProduction: four consumer warpgroups (fused_consumer_wgs), each
 // appending under the others' MMAs: V3.2 K = 2,048 15.71-15.92 -> 11.95-12.23 ms (H100,
-// 2026-12-07), where the dense operator keeps N = 256 (dense_prefill_rows; fp8 scores do
-// not depend on the groups).
+// 2026-12-07); the dense operator takes groups of 4 rows there (dense_prefill_rows).
 inline int32_t fused_prefill_rows(bool fp8, int32_t heads) {
   return fp8 && heads == 64 ? 2 : 0;
 }

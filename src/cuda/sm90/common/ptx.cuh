@@ -163,6 +163,20 @@ __device__ __forceinline__ void fence_registers(int32_t (&r)[kN]) {
   for (int i = 0; i < kN; ++i) asm volatile("" : "+r"(r[i])::"memory");
 }
 
+// x as a value the compiler cannot recompute: it stays in a register across a loop instead
+// of being rematerialized from its inputs at each use (ptxas does that for cheap arithmetic,
+// e.g. thread-index math and 64-bit products, inside loops that hold many accumulators). The
+// value passes through a shuffle from the lane itself, which ptxas does not duplicate. All
+// lanes of the warp must call it together.
+__device__ __forceinline__ int32_t held(int32_t x) {
+  int32_t y;
+  asm volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(y) : "r"(x), "r"(int(threadIdx.x & 31)));
+  return y;
+}
+__device__ __forceinline__ int64_t held(int64_t x) {
+  return int64_t(uint64_t(uint32_t(held(int32_t(x)))) | uint64_t(uint32_t(held(int32_t(x >> 32)))) << 32);
+}
+
 // x, which the caller knows to be the same on every lane of the (converged) warp, as a value
 // the compiler knows to be so: lane 0's, broadcast. Arithmetic on it can then use the uniform
 // datapath (e.g. WGMMA descriptors in uniform registers).

@@ -5,8 +5,9 @@
 //   kHasNaN). The scoring is paged_scorer.cuh; this file adds the logits sink, the -inf
 //   fill of each CTA's position range and the status write.
 // Grid: one CTA per (group, split), groups in reverse order (causal prefill: the longest
-//   rows first). 384 threads, 512 with a third consumer warpgroup (dense_consumer_wgs);
-//   groups of N = 256 on alternate tiles (dense_alternate256);
+//   rows first). 384 threads; 512 or 640 with a third or fourth consumer warpgroup
+//   (dense_consumer_wgs); groups of N = 256 on alternate tiles (dense_alternate256), or, with
+//   four, on shared tiles;
 //   dynamic shared memory scorer_smem_bytes<N>().
 #include "cuda/sm90/kernels/dense_logits.h"
 #include "cuda/sm90/scorer/paged_scorer.cuh"
@@ -16,17 +17,25 @@ namespace flashindexer::sm90 {
 namespace {
 
 
-// Consumer warpgroups of the dense kernel, each on every third tile where there are three
-// (the schedulers get more warps to issue from); else two:
+// Consumer warpgroups of the dense kernel, each on every third (fourth) tile where there are
+// three (four), so the schedulers get more warps to issue from; else two:
 // - register-key groups of N <= 64 (mxfp4 decode with next_n = 1 at H = 64, next_n <= 2 at
 //   H = 32): v4-pro decode B=64 236 -> 214 us (docs/experiments.md, 2026-11-30);
 // - fp8 groups of N = 128 in exact mode (FP16 chain: the prefill groups of that mode,
 //   and decode with next_n = 2 at H = 64, 3-4 at H = 32): V3.2 prefill 8,192 x 65,536
-//   16.7 -> 15.9 ms against groups of N = 256 in ping-pong (docs/experiments.md, 2026-12-01).
+//   16.7 -> 15.9 ms against groups of N = 256 in ping-pong (docs/experiments.md, 2026-12-01);
+// - four: fp8 at H = 64 in kProduction (setmaxnreg 32 / 112, 128 columns each): groups of
+//   N = 256 (prefill, cuda::dense_prefill_rows) on shared tiles, two warpgroups on every other
+//   tile; groups of N = 128 (decode with next_n = 2) on every fourth tile. V3.2 prefill
+//   8,192 x 65,536: 8.93 ms against 10.06 (N = 128, four) and 10.7-11.0 (N = 128, two)
+//   (H100, 2026-12-07).
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 constexpr int dense_consumer_wgs() {
   constexpr int kN = kHeads * kRows;
-  if (kFormat == CacheFormat::kFp8E4M3) return kAccuracy == ScoreAccuracy::kExact && kN == 128 ? 3 : 2;
+  if (kFormat == CacheFormat::kFp8E4M3) {
+    if (kAccuracy == ScoreAccuracy::kExact) return kN == 128 ? 3 : 2;
+    return kHeads == 64 && kN >= 128 ? 4 : 2;
+  }
   return ScorerSmem<kN, kFormat == CacheFormat::kMxfp4>::kRegKeys && kN <= 64 ? 3 : 2;
 }
 
@@ -37,6 +46,7 @@ constexpr int dense_consumer_wgs() {
 // path), kProduction 14.25 -> 13.36; V3.2 kProduction 11.08 -> 10.53.
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 constexpr bool dense_alternate256() {
+  if (dense_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>() == 4) return false;  // shared tiles
   return cuda::dense_takes_alternate256(fp16_chain(kFormat, kAccuracy), kHeads, kRows);
 }
 
@@ -69,14 +79,18 @@ __global__ void __launch_bounds__(128 * (1 + dense_consumer_wgs<kFormat, kHeads,
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
-    if constexpr (kWgs == 3) {
+    if constexpr (kWgs == 4) {
+      ptx::regs_dealloc<kProducerRegs4>();
+    } else if constexpr (kWgs == 3) {
       ptx::regs_dealloc<kProducerRegs3>();
     } else if constexpr (Core::kSplitRegs) {
       ptx::regs_dealloc<kProducerRegs>();
     }
     Core::template produce<2>(a, sm);  // mxfp4 N = 256: two tiles per step (the producer bounds this kernel)
   } else {
-    if constexpr (kWgs == 3) {
+    if constexpr (kWgs == 4) {
+      ptx::regs_alloc<kConsumerRegs4>();
+    } else if constexpr (kWgs == 3) {
       ptx::regs_alloc<kConsumerRegs3>();
     } else if constexpr (Core::kSplitRegs) {
       ptx::regs_alloc<kConsumerRegs>();

@@ -65,14 +65,18 @@
 //   dense_logits.cu); so do the fused decode clusters' groups of N <= 64 of
 //   both formats and their fp8 pairs of rows, N <= 128 (fused_staged.cu), and the fused
 //   lockstep kernel's groups of N = 128 in the FP16 chain (fused_topk.cu); its fp8 groups of
-//   N = 128 in the FP8 chain run four (640 threads, every fourth tile, setmaxnreg 32 / 112).
+//   N = 128 in the FP8 chain run four (640 threads, every fourth tile, setmaxnreg 32 / 112),
+//   and so do the dense kernel's kProduction fp8 groups at H = 64: N = 128 on every fourth
+//   tile, N = 256 on shared tiles (warpgroup w: columns 128 (w % 2) on of every other tile,
+//   from tile w / 2), where each key tile read from L2 serves 256 columns.
 //   The dense operator's register-key groups of N <= 64 take each warpgroup's tiles in pairs,
 //   one tile's head sums and puts under the next tile's first MMA group
 //   (consume_tiles_reg_pairs).
 //   When a consumer holds 128 columns or converts keys the producer gives it registers
 //   (setmaxnreg 88 / 208; with three consumers 40 / 152); its weights live in registers.
 // Sinks: put(r, row, position, score) for every in-window score (r: the row's index in
-//   the group). A sink with kLockstep also gets step(sm, t) from every consumer thread at
+//   the group; row: the global row, or the sink's handle of it, sink_row). A sink with
+//   kLockstep also gets step(sm, t) from every consumer thread at
 //   the start of every tile (shared tiles) or of every consumer warpgroup's next tile (a
 //   pair or a triple of tiles), so it can run group-wide work (the fused operator's
 //   compactions) between the steps' puts.
@@ -180,6 +184,17 @@ inline constexpr int kScorerStages = 8;  // key tiles in the ring (16 raw tiles 
 // slower (docs/experiments.md, 2026-12-04).
 template <class Sink>
 concept AsksRegKeyPairs = requires { requires Sink::kRegKeyPairs; };
+
+// What a sink's put receives as `row`: the global row, or a handle that the sink derives from
+// it once per consumer (Sink::row_key; the logits sink's element offset of the row).
+template <class Sink>
+__device__ __forceinline__ int64_t sink_row(const Sink& sink, int64_t row) {
+  if constexpr (requires { sink.row_key(row); }) {
+    return sink.row_key(row);
+  } else {
+    return row;
+  }
+}
 
 // The integer path on alternate tiles (kAlternate256) in two halves of 128 columns for sinks
 // that do not step (dense), one half's MMAs in flight under the other half's head sums
@@ -314,7 +329,8 @@ struct PagedScorer {
   static_assert(kConsumerWgs == 2 || (kConsumerWgs == 3 && ((kRegKeys && kNw <= 64) || (!kMx && kNw <= 128))) ||
                     (kConsumerWgs == 4 && !kMx && !kF16 && kNw <= 128),
                 "three consumer warpgroups: groups of N <= 64 on the register-key path, N <= 128 on the fp8 path; "
-                "four: N <= 128 on the FP8 chain");
+                "four: 128 columns each on the FP8 chain (N = 128 on every fourth tile, or shared tiles of N = 256, "
+                "two warpgroups on every other tile)");
   // mxfp4 groups that share tiles can take the integer path (s8 WGMMA; sm.q_s8 per CTA) in the
   // exact mode. kProduction keeps its single FP8 chain: with the E5M2 producer's lighter
   // conversion it is the faster one (docs/experiments.md, 2026-11-30).
@@ -475,8 +491,16 @@ struct PagedScorer {
           w *= ue8m0_value(q_s8 && emax != 0xFF ? min_block_exponent(s4) : emax);
         }
       }
-      sm.w[n] = w;
+      sm.w[weight_slot(n)] = w;
     }
+  }
+
+  // Where column c's weight lies in sm.w: column 8 b + 2 x + e (x = lane % 4 of its
+  // accumulator fragment, e = 0, 1) at 16 (b / 2) + 4 x + 2 (b % 2) + e, so that a thread's
+  // weights of blocks b and b + 1 (b even) are one float4 (Weights::pair).
+  __device__ static int weight_slot(int c) {
+    const int b = c / 8, x = (c % 8) / 2, e = c % 2;
+    return 16 * (b / 2) + 4 * x + 2 * (b % 2) + e;
   }
 
   // ---------------------------------------------------------------- tiles
@@ -767,22 +791,28 @@ struct PagedScorer {
   // ---------------------------------------------------------------- consumers
   // This thread's weights: columns col0 + 8 b + 2 (lane % 4) + {0, 1}, b < kNw / 8; in
   // registers, or (256 columns: 64 registers beside 128 accumulators) read from shared
-  // memory at each use.
+  // memory at each use, blocks b and b + 1 (b even) in one 16-byte load (weight_slot).
   struct Weights {
     static constexpr bool kHeld = kNw < 256;
-    float2 held[kHeld ? kNw / 8 : 1];
-    const float2* w2;
+    static constexpr int kPairs = kNw / 16;
+    float4 held[kHeld ? kPairs : 1];
+    const float4* w4;
     __device__ Weights(const Smem& sm, int col0)
-        : w2(reinterpret_cast<const float2*>(sm.w + col0) + (threadIdx.x & 3)) {
+        : w4(reinterpret_cast<const float4*>(sm.w + col0) + (threadIdx.x & 3)) {
 #pragma unroll
-      for (int b = 0; b < (kHeld ? kNw / 8 : 0); ++b) held[b] = w2[4 * b];
+      for (int p = 0; p < (kHeld ? kPairs : 0); ++p) held[p] = w4[4 * p];
+    }
+    // Blocks 2 p (x, y) and 2 p + 1 (z, w).
+    __device__ float4 pair(int p) const {
+      if constexpr (kHeld) {
+        return held[p];
+      } else {
+        return w4[4 * p];
+      }
     }
     __device__ float2 operator[](int b) const {
-      if constexpr (kHeld) {
-        return held[b];
-      } else {
-        return w2[4 * b];
-      }
+      const float4 q = pair(b >> 1);
+      return (b & 1) ? make_float2(q.z, q.w) : make_float2(q.x, q.y);
     }
   };
 
@@ -794,15 +824,20 @@ struct PagedScorer {
   template <bool kSigned, int kB0 = 0, int kE = kNw / 2>
   __device__ static void add_head_sums(const float (&acc)[kE], const Weights& wr, bool neg0, bool neg1,
                                        float (&s)[kRowsW][2]) {
+    static_assert(kB0 % 2 == 0 && kE % 8 == 0, "whole pairs of column blocks");
     auto relu = [](float v, bool neg) { return kSigned && neg ? ptx::min_nan(v, 0.0f) : ptx::max_nan(v, 0.0f); };
-#pragma unroll
-    for (int e = 0; e < kE / 4; ++e) {
-      const int b = kB0 + e, r = (b * 8) / kHeads;
-      const float2 w = wr[b];
+    auto add = [&](int e, float2 w) {
+      const int r = ((kB0 + e) * 8) / kHeads;
       s[r][0] = fmaf(w.x, relu(acc[4 * e], neg0), s[r][0]);
       s[r][0] = fmaf(w.y, relu(acc[4 * e + 1], neg0), s[r][0]);
       s[r][1] = fmaf(w.x, relu(acc[4 * e + 2], neg1), s[r][1]);
       s[r][1] = fmaf(w.y, relu(acc[4 * e + 3], neg1), s[r][1]);
+    };
+#pragma unroll
+    for (int e = 0; e < kE / 4; e += 2) {
+      const float4 w = wr.pair((kB0 + e) / 2);
+      add(e, make_float2(w.x, w.y));
+      add(e + 1, make_float2(w.z, w.w));
     }
   }
 
@@ -1196,7 +1231,7 @@ struct PagedScorer {
     const int x = lane & 3;
     const int m = (x & 1) ? m0 + 8 : m0;
     const uint64_t desc_q = ptx::smem_desc_sw128(sm.q);
-    LaneRows rows(sm, 0, x);
+    LaneRows rows(sm, 0, x, sink);
     const Weights wr(sm, 0);
     PassCursor pass(sm);
     const int num_tiles = sm.num_tiles;
@@ -1209,7 +1244,7 @@ struct PagedScorer {
       pass.seek(sm, k.tile);
       float out[kOut];
       quad_reduce_scatter(s, x, out);
-      rows.put(sink, pass.tile_first(k.tile) + m, pass.mask, out, k.ks);
+      rows.put(sink, pass.tile_first(k.tile), m, pass.mask, out, k.ks);
     };
     float acc[kNw / 2], p0[kNw / 2], p1[kNw / 2];
     for (int i = cw; i < num_tiles; i += 2 * kConsumerWgs) {
@@ -1263,33 +1298,58 @@ struct PagedScorer {
   static constexpr int kOut = kRowsW >= 2 ? kRowsW / 2 : 1;
   __device__ static int out_row(int w, int x) { return kRowsW >= 2 ? 2 * w + (x >> 1) : 0; }
 
-  // This lane's rows after the quad's reduce-scatter (out_row): group index, global row and
-  // window (empty for a lane that puts nothing), NaN flags; the puts of one tile's sums.
+  // This lane's rows after the quad's reduce-scatter (out_row): group index, the sink's
+  // handle of the global row (sink_row), window (empty for a lane that puts nothing) and a
+  // NaN probe; the puts of one tile's sums. A tile that lies inside the windows of all the
+  // lane's rows, in a pass that holds them all, puts with no per-position checks (one test
+  // per tile instead of three per put; kRowsW >= 2, where every lane puts). The probe is the
+  // max.NaN of every score put, NaN exactly when one of them is (one instruction per put).
   struct LaneRows {
+    static constexpr bool kInsideTiles = kRowsW >= 2;
     int r_of[kOut];
     int64_t row_of[kOut];
     int32_t start[kOut], end[kOut];
-    bool nan[kOut];
-    __device__ LaneRows(const Smem& sm, int row0, int x) {
+    float probe[kOut];
+    uint32_t rows_mask = 0;
+    int64_t lo = 0, hi = -1;  // tiles whose first position p has lo <= p <= hi lie in every window
+    template <class Sink>
+    __device__ LaneRows(const Smem& sm, int row0, int x, const Sink& sink) {
+      int32_t lo32 = INT32_MIN, hi32 = INT32_MAX;
 #pragma unroll
       for (int w = 0; w < kOut; ++w) {
         r_of[w] = row0 + out_row(w, x);
         const GroupRow& gr = sm.rows[r_of[w]];
         const bool owner = kRowsW >= 2 || x < 2;
-        row_of[w] = gr.row;
+        row_of[w] = ptx::held(sink_row(sink, gr.row));
         start[w] = owner ? gr.start : 0;
         end[w] = owner ? gr.end : 0;
-        nan[w] = false;
+        probe[w] = 0.0f;
+        rows_mask |= 1u << r_of[w];
+        lo32 = max(lo32, start[w]);
+        hi32 = min(hi32, end[w]);
       }
+      lo = lo32;
+      hi = int64_t(hi32) - cuda::kScorerTile;
     }
-    // Position pos of the pass whose row mask is `mask`: out[w] * ks to every row in window.
+    // The tile whose first position is `first`, in the pass whose row mask is `mask`: out[w] *
+    // ks at position first + m to every row in window.
     template <class Sink>
-    __device__ void put(Sink& sink, int64_t pos, uint32_t mask, const float (&out)[kOut], float ks) {
+    __device__ void put(Sink& sink, int64_t first, int m, uint32_t mask, const float (&out)[kOut], float ks) {
+      const int64_t pos = first + m;
+      if (kInsideTiles && (mask & rows_mask) == rows_mask && first >= lo && first <= hi) {
+#pragma unroll
+        for (int w = 0; w < kOut; ++w) {
+          const float v = out[w] * ks;
+          probe[w] = ptx::max_nan(probe[w], v);
+          sink.put(r_of[w], row_of[w], pos, v);
+        }
+        return;
+      }
 #pragma unroll
       for (int w = 0; w < kOut; ++w) {
         if (((mask >> r_of[w]) & 1) && pos >= start[w] && pos < end[w]) {
           const float v = out[w] * ks;
-          nan[w] |= isnan(v);
+          probe[w] = ptx::max_nan(probe[w], v);
           sink.put(r_of[w], row_of[w], pos, v);
         }
       }
@@ -1297,7 +1357,7 @@ struct PagedScorer {
     __device__ void flag_nan(Smem& sm) const {
 #pragma unroll
       for (int w = 0; w < kOut; ++w)
-        if (nan[w]) sm.rows[r_of[w]].nan = 1;
+        if (isnan(probe[w])) sm.rows[r_of[w]].nan = 1;
     }
   };
 
@@ -1390,7 +1450,7 @@ struct PagedScorer {
     for (int w = 0; w < kOut; ++w) {
       r_of[w] = out_row(w, x);
       const GroupRow& gr = sm.rows[r_of[w]];
-      row_of[w] = gr.row;
+      row_of[w] = sink_row(sink, gr.row);
       start[w] = gr.start;
       end[w] = gr.end;
       nan[w] = false;
@@ -1532,7 +1592,7 @@ struct PagedScorer {
     // take alternate tiles (decode; cw and the stage). The shared-tile loops (N = 256: dense
     // prefill, the integer path) measured 1-10% slower that way and keep plain values
     // (docs/experiments.md, 2026-12-01).
-    constexpr bool kUniformStage = !kShareTiles;
+    constexpr bool kUniformStage = !kShareTiles || kConsumerWgs == 4;
     constexpr bool kUniformCw = kUniformStage || (kF16 && Sink::kLockstep);
     const int cw = kUniformCw ? ptx::warp_uniform(cw_in) : cw_in;
     constexpr bool kPingPong =
@@ -1542,24 +1602,12 @@ struct PagedScorer {
     const int m0 = warp * 16 + (lane >> 2), m1 = m0 + 8;
     const int x = lane & 3;
     const int m = (x & 1) ? m1 : m0;  // this lane's position in the tile after the reduce-scatter
-    const int col0 = kShareTiles ? cw * kNw : 0;
+    // Shared tiles: warpgroup cw takes column half cw % 2 of every (kConsumerWgs / 2)-th tile.
+    const int col0 = kShareTiles ? (kConsumerWgs == 4 ? cw % 2 : cw) * kNw : 0;
     const int row0 = col0 / kHeads;
     const uint64_t desc_q = ptx::smem_desc_sw128(sm.q + col0 * 128);
-    // This lane's rows: group index, global row, window (empty for a lane that puts nothing).
-    int r_of[kOut];
-    int64_t row_of[kOut];
-    int32_t start[kOut], end[kOut];
-    bool nan[kOut];
-#pragma unroll
-    for (int w = 0; w < kOut; ++w) {
-      r_of[w] = row0 + out_row(w, x);
-      const GroupRow& gr = sm.rows[r_of[w]];
-      const bool owner = kRowsW >= 2 || x < 2;
-      row_of[w] = gr.row;
-      start[w] = owner ? gr.start : 0;
-      end[w] = owner ? gr.end : 0;
-      nan[w] = false;
-    }
+    const uint64_t desc_k0 = ptx::smem_desc_sw128(sm.k[0]);
+    LaneRows rows(sm, row0, x, sink);
     // part stays untouched (and costs no registers) in kProduction, where it is unused.
     // The E5M2 path's four k32 partials (kExact); kAlternate256 keeps them per 64-column slice.
     constexpr bool kPartials = kAccuracy != ScoreAccuracy::kProduction && !kF16 && !kRegKeys && !kUseS8;
@@ -1571,13 +1619,17 @@ struct PagedScorer {
     for (int i = 0; i < kPart; ++i) part[i] = 0.0f;
     const Weights wr(sm, col0);
     PassCursor pass(sm);
+    // Most CTAs score one pass (a group within one request): its cursor is set once.
+    const bool one_pass = sm.num_passes == 1;
+    if (one_pass) pass.seek(sm, 0);
     // Lockstep sinks count their steps by the loop index j; the fp8 lockstep loop takes its
     // tile count as a known-uniform value, so the vote check is a uniform branch (V4 fused
     // prefill 1.5-1.8% faster, V3.2 unchanged: docs/experiments.md, 2026-12-01).
     const int num_tiles = kF16 && Sink::kLockstep ? ptx::warp_uniform(sm.num_tiles) : sm.num_tiles;
     const SampleOrder order = sm.order;
     static_assert(!Sink::kLockstep || kConsumerWgs == 2 || !kShareTiles, "lockstep sinks step every consumer warpgroup");
-    const int first = kShareTiles ? 0 : cw, step = kShareTiles ? 1 : kConsumerWgs;
+    const int first = kShareTiles ? (kConsumerWgs == 4 ? cw / 2 : 0) : cw;
+    const int step = kShareTiles ? kConsumerWgs / 2 : kConsumerWgs;
     // Lockstep: every consumer thread runs the same number of steps (on alternate tiles a
     // warpgroup skips a missing last tile of the count but still steps).
     const int steps =
@@ -1593,10 +1645,11 @@ struct PagedScorer {
         sink.step(sm, t, j);
         if (i >= num_tiles) continue;
       }
-      const int stage = kUniformStage ? ptx::warp_uniform(i % kStages) : i % kStages;
+      const int stage_i = int(uint32_t(i) % kStages);
+      const int stage = kUniformStage ? ptx::warp_uniform(stage_i) : stage_i;
       const int tile = tile_at(order, i);
       // mxfp4: the producer fenced its converted tile before the full barrier.
-      ptx::mbar_wait(&sm.full[stage], (i / kStages) & 1);
+      ptx::mbar_wait(&sm.full[stage], (uint32_t(i) / kStages) & 1);
       if constexpr (!kMx && !kF16) ptx::fence_proxy_async_smem();  // cp.async (generic proxy) bytes -> WGMMA (async proxy)
       float ks0 = 0.0f, ks1 = 0.0f;  // register keys: from the tile's scale words, in mma_tile_reg
       if constexpr (!kRegKeys) {
@@ -1610,7 +1663,7 @@ struct PagedScorer {
         ks0 = s8_key_scale(word0, wide);
         ks1 = s8_key_scale(word1, wide);
       }
-      const uint64_t desc_k = ptx::smem_desc_sw128(sm.k[stage]);
+      const uint64_t desc_k = desc_k0 + uint64_t(stage) * (sizeof(sm.k[0]) >> 4);  // the stage's tile
       const bool neg = !kMx && (ks0 < 0.0f || ks1 < 0.0f);
       float s[kRowsW][2];
 #pragma unroll
@@ -1669,23 +1722,12 @@ struct PagedScorer {
           add_head_sums<false>(acc, wr, false, false, s);
         }
       }
-      pass.seek(sm, tile);  // sampled orders have one pass: seek needs no monotone order
+      if (!one_pass) pass.seek(sm, tile);  // sampled orders have one pass: seek needs no monotone order
       float out[kOut];
       quad_reduce_scatter(s, x, out);
-      const float ks = (x & 1) ? ks1 : ks0;
-      const int64_t pos = pass.tile_first(tile) + m;
-#pragma unroll
-      for (int w = 0; w < kOut; ++w) {
-        if (((pass.mask >> r_of[w]) & 1) && pos >= start[w] && pos < end[w]) {
-          const float v = out[w] * ks;
-          nan[w] |= isnan(v);
-          sink.put(r_of[w], row_of[w], pos, v);
-        }
-      }
+      rows.put(sink, pass.tile_first(tile), m, pass.mask, out, (x & 1) ? ks1 : ks0);
     }
-#pragma unroll
-    for (int w = 0; w < kOut; ++w)
-      if (nan[w]) sm.rows[r_of[w]].nan = 1;
+    rows.flag_nan(sm);
   }
 };
 

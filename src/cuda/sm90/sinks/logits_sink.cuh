@@ -20,9 +20,11 @@ struct LogitsSink {
   static constexpr bool kRegKeyPairs = true;
   float* logits;
   int64_t row_stride;
-  __device__ void put(int, int64_t row, int64_t pos, float v) const {
+  // put's `row` is the row's element offset (paged_scorer.cuh, sink_row), computed once per consumer.
+  __device__ int64_t row_key(int64_t row) const { return row * row_stride; }
+  __device__ void put(int, int64_t row_offset, int64_t pos, float v) const {
     if constexpr (FI_DENSE_STORES != 0) {
-      logits[row * row_stride + pos] = v;
+      logits[row_offset + pos] = v;
     } else {
       asm volatile("" ::"f"(v));  // kept alive, not stored
     }
