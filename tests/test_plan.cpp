@@ -104,10 +104,9 @@ TEST(Plan, TopKOverLogitsPlansOnce) {
 // The sm_90a planner is host code: its plans for the H200's limits, without a GPU.
 flashindexer::cuda::DeviceLimits h200() { return {132, 232448, {}}; }
 
-TEST(Plan, CudaPlannerDecidesOnceFromShapes) {
-  using namespace flashindexer::cuda;
-  // V3.2 prefill shape (fp8, H = 64, K = 2048), 8,192 causal rows x 65,536: only host shapes
-  // are read, so no buffers are needed.
+// V3.2 prefill shape (fp8, H = 64, K = 2048), 8,192 causal rows x 65,536: only host shapes
+// are read, so no buffers are needed.
+IndexerProblem v32_prefill_shape() {
   IndexerProblem p;
   p.cache.format = CacheFormat::kFp8E4M3;
   p.cache.pages.page_size = 64;
@@ -116,6 +115,12 @@ TEST(Plan, CudaPlannerDecidesOnceFromShapes) {
   p.rows.num_requests = 1;
   p.rows.max_context = 65536;
   p.k = 2048;
+  return p;
+}
+
+TEST(Plan, CudaPlannerDecidesOnceFromShapes) {
+  using namespace flashindexer::cuda;
+  IndexerProblem p = v32_prefill_shape();
   CallPlan a, b;
   ASSERT_TRUE(plan_indexer(p, Operator::kFusedTopK, h200(), &a).is_ok());
   ASSERT_TRUE(plan_indexer(p, Operator::kFusedTopK, h200(), &b).is_ok());
@@ -147,13 +152,7 @@ TEST(Plan, CudaPlannerDecidesOnceFromShapes) {
 // each mode and at every K: a change of the fused operator's groups must not move them.
 TEST(Plan, DenseFp8PrefillGroupsIgnoreTheFusedOnes) {
   using namespace flashindexer::cuda;
-  IndexerProblem p;
-  p.cache.format = CacheFormat::kFp8E4M3;
-  p.cache.pages.page_size = 64;
-  p.queries.num_heads = 64;
-  p.rows.num_rows = 8192;
-  p.rows.num_requests = 1;
-  p.rows.max_context = 65536;
+  IndexerProblem p = v32_prefill_shape();
   for (const ScoreAccuracy mode : {ScoreAccuracy::kProduction, ScoreAccuracy::kExact}) {
     for (const int32_t k : {512, 1024, 2048}) {
       p.accuracy = mode;
