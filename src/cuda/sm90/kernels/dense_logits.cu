@@ -79,22 +79,10 @@ __global__ void __launch_bounds__(128 * (1 + dense_consumer_wgs<kFormat, kHeads,
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
-    if constexpr (kWgs == 4) {
-      ptx::regs_dealloc<kProducerRegs4>();
-    } else if constexpr (kWgs == 3) {
-      ptx::regs_dealloc<kProducerRegs3>();
-    } else if constexpr (Core::kSplitRegs) {
-      ptx::regs_dealloc<kProducerRegs>();
-    }
+    Core::producer_registers();
     Core::template produce<2>(a, sm);  // mxfp4 N = 256: two tiles per step (the producer bounds this kernel)
   } else {
-    if constexpr (kWgs == 4) {
-      ptx::regs_alloc<kConsumerRegs4>();
-    } else if constexpr (kWgs == 3) {
-      ptx::regs_alloc<kConsumerRegs3>();
-    } else if constexpr (Core::kSplitRegs) {
-      ptx::regs_alloc<kConsumerRegs>();
-    }
+    Core::consumer_registers();
     LogitsSink sink{out.logits, out.row_stride};
     Core::consume(sm, wg - 1, sink);
     ptx::named_barrier(1, 128 * kWgs);

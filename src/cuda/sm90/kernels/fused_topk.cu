@@ -94,22 +94,10 @@ __global__ void __launch_bounds__(128 * (1 + fused_consumer_wgs<kFormat, kHeads,
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
-    if constexpr (kWgs == 4) {
-      ptx::regs_dealloc<kProducerRegs4>();
-    } else if constexpr (kWgs == 3) {
-      ptx::regs_dealloc<kProducerRegs3>();
-    } else if constexpr (Core::kSplitRegs) {
-      ptx::regs_dealloc<kProducerRegs>();
-    }
+    Core::producer_registers();
     Core::produce(a, sm);
   } else {
-    if constexpr (kWgs == 4) {
-      ptx::regs_alloc<kConsumerRegs4>();
-    } else if constexpr (kWgs == 3) {
-      ptx::regs_alloc<kConsumerRegs3>();
-    } else if constexpr (Core::kSplitRegs) {
-      ptx::regs_alloc<kConsumerRegs>();
-    }
+    Core::consumer_registers();
     const int t = threadIdx.x - 128;
     SelectSink<kRows, step_puts(kHeads, kRows, kAlternate, kWgs), Core::kShareTiles, Core::kSampledOrder, kWgs> sink{
         st, keys, f.cap, f.k, uint32_t(f.vote_every - 1), f.vote_limit};

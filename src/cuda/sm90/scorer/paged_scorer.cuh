@@ -321,9 +321,28 @@ struct PagedScorer {
   using Smem = ScorerSmem<kN, kMx, kRing>;
   static constexpr int kStages = Smem::kStages;
   static constexpr bool kRegKeys = Smem::kRegKeys;
-  // The producer hands registers to the consumers (setmaxnreg 88 / 208; three consumer
-  // warpgroups: 40 / 152, dense_logits.cu).
+  // The producer hands registers to the consumers (setmaxnreg 88 / 208 with two consumer
+  // warpgroups where kSplitRegs; 40 / 152 with three; 32 / 112 with four): each side calls
+  // its function first thing after the set-up (dense_logits.cu, fused_topk.cu).
   static constexpr bool kSplitRegs = FI_SCORER_SPLIT_REGS != 0 && (kNw >= 128 || kRegKeys);
+  __device__ static void producer_registers() {
+    if constexpr (kConsumerWgs == 4) {
+      ptx::regs_dealloc<kProducerRegs4>();
+    } else if constexpr (kConsumerWgs == 3) {
+      ptx::regs_dealloc<kProducerRegs3>();
+    } else if constexpr (kSplitRegs) {
+      ptx::regs_dealloc<kProducerRegs>();
+    }
+  }
+  __device__ static void consumer_registers() {
+    if constexpr (kConsumerWgs == 4) {
+      ptx::regs_alloc<kConsumerRegs4>();
+    } else if constexpr (kConsumerWgs == 3) {
+      ptx::regs_alloc<kConsumerRegs3>();
+    } else if constexpr (kSplitRegs) {
+      ptx::regs_alloc<kConsumerRegs>();
+    }
+  }
   static constexpr int kThreads = 128 * (1 + kConsumerWgs);
   static constexpr bool kF16 = fp16_chain(kFormat, kAccuracy);
   static_assert(kConsumerWgs == 2 || (kConsumerWgs == 3 && ((kRegKeys && kNw <= 64) || (!kMx && kNw <= 128))) ||
