@@ -54,6 +54,12 @@ for v in "${variants[@]}"; do
   vfilter=${!vfilter_var:-$filter}
   sanitize_var="SANITIZE_$name"
   sanitize=${!sanitize_var:-${SANITIZE:-1}}
+  # The tests binary loads libflashindexer_c.so from its build dir: carry it (pack_prebuilt.sh does).
+  if [ "$vfilter" != none ] && [ -x "$tests" ] && missing=$(ldd "$tests" 2>/dev/null | grep "not found"); then
+    echo "$name: $tests cannot load: $missing" | tee -a "$OUT/prebuilt.txt"
+    rc=1
+    vfilter=none
+  fi
   if [ "$vfilter" != none ] && [ -x "$tests" ]; then
     san_pids=() runs=()
     if [ "$sanitize" = 1 ]; then
