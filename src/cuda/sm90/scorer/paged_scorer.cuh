@@ -322,26 +322,22 @@ struct PagedScorer {
   static constexpr int kStages = Smem::kStages;
   static constexpr bool kRegKeys = Smem::kRegKeys;
   // The producer hands registers to the consumers (setmaxnreg 88 / 208 with two consumer
-  // warpgroups where kSplitRegs; 40 / 152 with three; 32 / 112 with four): each side calls
-  // its function first thing after the set-up (dense_logits.cu, fused_topk.cu).
+  // warpgroups where kSplitRegs; 40 / 152 with three; 32 / 112 with four; 0: no split): each
+  // side calls its function first thing after the set-up (dense_logits.cu, fused_topk.cu).
   static constexpr bool kSplitRegs = FI_SCORER_SPLIT_REGS != 0 && (kNw >= 128 || kRegKeys);
+  static constexpr int kProducerSetRegs = kConsumerWgs == 4   ? kProducerRegs4
+                                          : kConsumerWgs == 3 ? kProducerRegs3
+                                          : kSplitRegs        ? kProducerRegs
+                                                              : 0;
+  static constexpr int kConsumerSetRegs = kConsumerWgs == 4   ? kConsumerRegs4
+                                          : kConsumerWgs == 3 ? kConsumerRegs3
+                                          : kSplitRegs        ? kConsumerRegs
+                                                              : 0;
   __device__ static void producer_registers() {
-    if constexpr (kConsumerWgs == 4) {
-      ptx::regs_dealloc<kProducerRegs4>();
-    } else if constexpr (kConsumerWgs == 3) {
-      ptx::regs_dealloc<kProducerRegs3>();
-    } else if constexpr (kSplitRegs) {
-      ptx::regs_dealloc<kProducerRegs>();
-    }
+    if constexpr (kProducerSetRegs > 0) ptx::regs_dealloc<kProducerSetRegs>();
   }
   __device__ static void consumer_registers() {
-    if constexpr (kConsumerWgs == 4) {
-      ptx::regs_alloc<kConsumerRegs4>();
-    } else if constexpr (kConsumerWgs == 3) {
-      ptx::regs_alloc<kConsumerRegs3>();
-    } else if constexpr (kSplitRegs) {
-      ptx::regs_alloc<kConsumerRegs>();
-    }
+    if constexpr (kConsumerSetRegs > 0) ptx::regs_alloc<kConsumerSetRegs>();
   }
   static constexpr int kThreads = 128 * (1 + kConsumerWgs);
   static constexpr bool kF16 = fp16_chain(kFormat, kAccuracy);
