@@ -102,14 +102,15 @@ TEST(E2m1ToS8, BytePermuteSignFillFollowsPrmt) {
   EXPECT_EQ(byte_permute_sign_fill(0x80221100u, 0x7766F544u, 0x0000FFFFu), 0x00000000u);  // byte 7 (0x77): 0
 }
 
-TEST(E2m1ToS8, ReluOfTheIntegerChainIsExact) {
+TEST(E2m1ToS8, TwiceTheReluOfTheIntegerChainIsExact) {
   // Every int32 the chain can produce (|a| < 2^22, a superset of 128 x 96^2 < 2^21).
   for (int32_t a = -(1 << 22); a < (1 << 22); ++a) {
-    const float got = relu_s8(a);
-    if (got != float(a > 0 ? a : 0)) FAIL() << "relu_s8(" << a << ") = " << got;
+    const float got = twice_relu_s8(a);
+    if (got != 2.0f * float(a > 0 ? a : 0)) FAIL() << "twice_relu_s8(" << a << ") = " << got;
   }
-  EXPECT_EQ(relu_s8(128 * 96 * 96), float(128 * 96 * 96));
-  EXPECT_FALSE(std::signbit(relu_s8(-5)));  // +0, not -0
+  EXPECT_EQ(twice_relu_s8(128 * 96 * 96), float(2 * 128 * 96 * 96));
+  EXPECT_FALSE(std::signbit(twice_relu_s8(-5)));  // +0, not -0
+  EXPECT_FALSE(std::signbit(twice_relu_s8(0)));
 }
 
 // The integer path's representation on random vectors quantized as the model does (block

@@ -1,7 +1,7 @@
 // flashindexer: E2M1 codes as signed 8-bit integers for the integer MMA (paged_scorer.cuh's
-// mxfp4 prefill path), and the exact relu of its int32 dot products; callable on the host
-// too (tests/test_e2m1_e5m2.cpp checks every 4-code word and shift, and relu_s8 over its
-// whole range, in CI, without a GPU).
+// mxfp4 prefill path), and twice the exact relu of its int32 dot products; callable on the host
+// too (tests/test_e2m1_e5m2.cpp checks every 4-code word and shift, and twice_relu_s8 over
+// its whole range, in CI, without a GPU).
 //
 // Twice an E2M1 value is an integer: magnitudes {0, 1, 2, 3, 4, 6, 8, 12} for codes 0..7,
 // bit 3 the sign (code 8, -0, gives 0). A block of a vector whose UE8M0 exponent lies
@@ -12,6 +12,7 @@
 // the negative parts, and one add and one xor the s8 bytes: 11 integer ops per 8 codes.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -41,18 +42,19 @@ FI_HD void e2m1x8_to_s8(uint32_t codes, const MagnitudeLut& t, uint32_t& first, 
   second = (0x80808080u + pos1 - neg1) ^ 0x80808080u;
 }
 
-// relu of an exact int32 |a| < 2^22, as fp32 and exact: a added to the bits of 1.5 x 2^23
-// (whose ulp is 1) and floored there (one VIADDMNMX), minus 1.5 x 2^23 (one FADD). The
-// integer chain's dot products stay below 128 x 96^2 < 2^21.
-FI_HD float relu_s8(int32_t a) {
+// Twice the relu of an exact int32 |a| < 2^22, as fp32 and exact: a added to the bits of
+// 1.5 x 2^23 (whose ulp is 1) and floored there (one VIADDMNMX), then 2 F - 3 x 2^23 (one
+// FFMA, exact: an integer below 2^23). The integer chain's dot products stay below 128 x 96^2
+// < 2^21. Twice: the head sums of every path carry a factor 2, halved with the key scale.
+FI_HD float twice_relu_s8(int32_t a) {
   constexpr int32_t kMagic = 0x4B400000;  // 12582912.0f
 #if defined(__CUDA_ARCH__)
-  return __int_as_float(max(a + kMagic, kMagic)) - 12582912.0f;
+  return fmaf(__int_as_float(max(a + kMagic, kMagic)), 2.0f, -25165824.0f);
 #else
   const int32_t bits = a + kMagic > kMagic ? a + kMagic : kMagic;
   float f;
   std::memcpy(&f, &bits, 4);
-  return f - 12582912.0f;
+  return std::fma(f, 2.0f, -25165824.0f);
 #endif
 }
 

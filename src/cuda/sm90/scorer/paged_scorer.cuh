@@ -23,7 +23,7 @@
 //   E2M1 value is an integer of 0..12; a vector whose four block exponents lie within 3
 //   of their least e_min is stored as those integers << (e_b - e_min), s8 (e2m1_s8.h), and
 //   four s8 WGMMA m64nNk32 steps in one chain give the exact 128-long dot product in int32;
-//   the score is relu(acc) converted exactly (relu_s8), times w * 2^(eq_min - 127) (folded
+//   the score is relu(acc) converted exactly (twice_relu_s8), times w * 2^(eq_min - 127) (folded
 //   into the weights) and 2^(ek_min - 127) / 4 (the key scale). Real (Hadamard-rotated)
 //   vectors spread by at most 2. A token that spreads wider is stored unshifted and flags
 //   its tile; a flagged tile's four k32 steps run from zero, each partial times its
@@ -39,10 +39,12 @@
 //   it; no conversion in shared memory. It gives the E5M2 path's bits wherever the E5M2
 //   values are exact; the integer path's dot products are exact, so its scores may differ
 //   from both in the last bits (each operator, dense or fused, runs the same path).
-//   Opt-in ScoreAccuracy::kProduction (fp8, and mxfp4 groups of N = 256): one FP8 chain of four k32 steps;
-//   then per position: sum_h w[h] * relu(acc[h]) in fp32, heads in a fixed order (each
+//   ScoreAccuracy::kProduction (the default; fp8, and mxfp4 groups of N = 256): one FP8 chain
+//   of four k32 steps.
+//   Then per position: sum_h w[h] * relu(acc[h]) in fp32, heads in a fixed order (each
 //   thread's 2 * N / 8 columns in column order, then the 4 lanes of a quad, xor 1 then 2),
-//   times the key's scale. relu is positively homogeneous, so the key scale (fp8: the
+//   times the key's scale. The sums are taken twice over, 2 relu(x) = x + |x| (an FADD, where
+//   max is a half-rate ALU op), and the product with the key scale halved: the same bits where no sum is subnormal. relu is positively homogeneous, so the key scale (fp8: the
 //   token's fp32 scale; mxfp4: 2^(e_max - 127)) factors out of the head sum (a negative fp8
 //   scale c takes a path with relu(c x) = c min(x, 0)). mxfp4 queries' scales fold into
 //   the weights. mxfp4 values are rewritten as E5M2 on chip (fp4_convert.cuh).
@@ -831,22 +833,25 @@ struct PagedScorer {
     }
   };
 
-  // Adds this thread's share of the head sums of its two positions over its warpgroup's
-  // columns, in column order. kSigned (fp8 keys with a negative scale c, rare):
-  // relu(c x) = c min(x, 0).
+  // Adds this thread's share of twice the head sums of its two positions over its
+  // warpgroup's columns, in column order. 2 relu(x) = x + |x| is one FADD on the FMA pipe
+  // (max.NaN is an ALU op at half its rate, and the ALU pipe bounded the epilogue), exact for
+  // the finite or NaN accumulators an MMA of finite operands gives; every sum is exactly twice
+  // relu's, halved with the key scale (scaled_score). kSigned (fp8 keys with a negative scale
+  // c, rare): relu(c x) = c min(x, 0), 2 min(x, 0) = x - |x|.
   // kB0, kE: accumulators of kE / 4 column blocks from block kB0 on (a slice of the columns,
   // kAlternate256's rare paths); by default all of them.
   template <bool kSigned, int kB0 = 0, int kE = kNw / 2>
   __device__ static void add_head_sums(const float (&acc)[kE], const Weights& wr, bool neg0, bool neg1,
                                        float (&s)[kRowsW][2]) {
     static_assert(kB0 % 2 == 0 && kE % 8 == 0, "whole pairs of column blocks");
-    auto relu = [](float v, bool neg) { return kSigned && neg ? ptx::min_nan(v, 0.0f) : ptx::max_nan(v, 0.0f); };
+    auto twice_relu = [](float v, bool neg) { return kSigned && neg ? v - fabsf(v) : v + fabsf(v); };
     auto add = [&](int e, float2 w) {
       const int r = ((kB0 + e) * 8) / kHeads;
-      s[r][0] = fmaf(w.x, relu(acc[4 * e], neg0), s[r][0]);
-      s[r][0] = fmaf(w.y, relu(acc[4 * e + 1], neg0), s[r][0]);
-      s[r][1] = fmaf(w.x, relu(acc[4 * e + 2], neg1), s[r][1]);
-      s[r][1] = fmaf(w.y, relu(acc[4 * e + 3], neg1), s[r][1]);
+      s[r][0] = fmaf(w.x, twice_relu(acc[4 * e], neg0), s[r][0]);
+      s[r][0] = fmaf(w.y, twice_relu(acc[4 * e + 1], neg0), s[r][0]);
+      s[r][1] = fmaf(w.x, twice_relu(acc[4 * e + 2], neg1), s[r][1]);
+      s[r][1] = fmaf(w.y, twice_relu(acc[4 * e + 3], neg1), s[r][1]);
     };
 #pragma unroll
     for (int e = 0; e < kE / 4; e += 2) {
@@ -990,7 +995,7 @@ struct PagedScorer {
 
   // add_head_sums<false> over the integer chain's accumulators: kE / 4 column blocks from
   // block kB0 on (all of them, or one half's 128 columns: consume_tiles_s8_halves), into
-  // the sums of their rows.
+  // twice the sums of their rows.
   template <int kB0 = 0, int kE = kNw / 2>
   __device__ static void add_head_sums_s8(const int32_t (&iacc)[kE], const Weights& wr,
                                           float (&s)[kE * 2 / kHeads][2]) {
@@ -998,10 +1003,10 @@ struct PagedScorer {
     for (int e = 0; e < kE / 4; ++e) {
       const int b = kB0 + e, r = (b * 8) / kHeads - (kB0 * 8) / kHeads;
       const float2 w = wr[b];
-      s[r][0] = fmaf(w.x, relu_s8(iacc[4 * e]), s[r][0]);
-      s[r][0] = fmaf(w.y, relu_s8(iacc[4 * e + 1]), s[r][0]);
-      s[r][1] = fmaf(w.x, relu_s8(iacc[4 * e + 2]), s[r][1]);
-      s[r][1] = fmaf(w.y, relu_s8(iacc[4 * e + 3]), s[r][1]);
+      s[r][0] = fmaf(w.x, twice_relu_s8(iacc[4 * e]), s[r][0]);
+      s[r][0] = fmaf(w.y, twice_relu_s8(iacc[4 * e + 1]), s[r][0]);
+      s[r][1] = fmaf(w.x, twice_relu_s8(iacc[4 * e + 2]), s[r][1]);
+      s[r][1] = fmaf(w.y, twice_relu_s8(iacc[4 * e + 3]), s[r][1]);
     }
   }
 
@@ -1354,7 +1359,7 @@ struct PagedScorer {
       if (kInsideTiles && (mask & rows_mask) == rows_mask && first >= lo && first <= hi) {
 #pragma unroll
         for (int w = 0; w < kOut; ++w) {
-          const float v = out[w] * ks;
+          const float v = scaled_score(out[w], ks);
           probe[w] = ptx::max_nan(probe[w], v);
           sink.put(r_of[w], row_of[w], pos, v);
         }
@@ -1363,7 +1368,7 @@ struct PagedScorer {
 #pragma unroll
       for (int w = 0; w < kOut; ++w) {
         if (((mask >> r_of[w]) & 1) && pos >= start[w] && pos < end[w]) {
-          const float v = out[w] * ks;
+          const float v = scaled_score(out[w], ks);
           probe[w] = ptx::max_nan(probe[w], v);
           sink.put(r_of[w], row_of[w], pos, v);
         }
@@ -1375,6 +1380,10 @@ struct PagedScorer {
         if (isnan(probe[w])) sm.rows[r_of[w]].nan = 1;
     }
   };
+
+  // A position's score from twice its head sum and the key scale: the product, halved
+  // (exact unless the score is subnormal or above 2^127 in magnitude).
+  __device__ static float scaled_score(float twice_sum, float ks) { return (twice_sum * ks) * 0.5f; }
 
   // Sums the head sums s[rw][j] of the quad's four lanes, scattering the results: each
   // sum is (a + b) + (c + d) of the lanes' partials (xor 1, then xor 2), the same bits on
@@ -1525,7 +1534,7 @@ struct PagedScorer {
       float out[kHalfOut];
       quad_reduce_scatter<kRowsW / 2>(s, x, out);
 #pragma unroll
-      for (int w = 0; w < kHalfOut; ++w) put(h * kHalfOut + w, pos, out[w] * tl.ks);
+      for (int w = 0; w < kHalfOut; ++w) put(h * kHalfOut + w, pos, scaled_score(out[w], tl.ks));
     };
     using HalfA = std::integral_constant<int, 0>;
     using HalfB = std::integral_constant<int, 1>;
@@ -1542,7 +1551,7 @@ struct PagedScorer {
         quad_reduce_scatter(s, x, out);
         const int64_t pos = pass.tile_first(tl.tile) + m;
 #pragma unroll
-        for (int w = 0; w < kOut; ++w) put(w, pos, out[w] * tl.ks);
+        for (int w = 0; w < kOut; ++w) put(w, pos, scaled_score(out[w], tl.ks));
         return;
       }
       issue(acc_a, tl.desc_k, desc_q);
