@@ -303,18 +303,18 @@ __device__ Smem& carve(uint8_t* raw) {
 // warpgroup's epilogue runs under the other's MMAs) instead of both on every tile, 128
 // columns each; a lockstep sink's step is then a pair of tiles. The FP16 chain (fp8, default
 // mode) can take it too (the fused operator at K <= cap / 2): each warpgroup then converts
-// only its own tiles' keys. kSampledPairs (with kAlternate256, or N < 256, whose warpgroups
-// always take alternate tiles): the tile order may start with a sample, as shared tiles'
-// may (sampled_start.h, group_samples).
+// only its own tiles' keys. kSamples: the sink may start with a sample (the fused
+// operator's): the tile order of a group that samples (sampled_start.h, group_samples) is
+// then a sampled one; other sinks stream every group in order.
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy, int kConsumerWgs = 2,
-          int kRing = kScorerStages, bool kAlternate256 = false, bool kSampledPairs = false>
+          int kRing = kScorerStages, bool kAlternate256 = false, bool kSamples = false>
 struct PagedScorer {
   static constexpr int kN = kHeads * kRows;
   static constexpr bool kMx = kFormat == CacheFormat::kMxfp4;
   static constexpr Fp8Kind kKind = kMx ? Fp8Kind::kE5M2 : Fp8Kind::kE4M3;
   static_assert(!kAlternate256 || (kN == 256 && kConsumerWgs == 2), "alternate tiles of 256 columns: groups of N = 256");
   static constexpr bool kShareTiles = kN == 256 && !kAlternate256;  // both consumers on every tile
-  static constexpr bool kSampledOrder = kShareTiles || group_samples(kN, kAlternate256, kSampledPairs);
+  static constexpr bool kSampledOrder = kSamples && group_samples(kN, kAlternate256, true);
   static constexpr int kNw = kShareTiles ? kN / 2 : kN;      // columns per consumer warpgroup
   static constexpr int kRowsW = kNw / kHeads;                // rows per consumer warpgroup
   static constexpr uint32_t kEmptyArrivals = kShareTiles ? 256 : 128;
@@ -521,9 +521,9 @@ struct PagedScorer {
   }
 
   // ---------------------------------------------------------------- tiles
-  // The tile of step i: sampled orders exist only in groups of N = 256 (the fused sink's
-  // sampled start), on shared tiles or, kSampledPairs, alternate ones; other groups stream in
-  // order.
+  // The tile of step i: sampled orders exist only where the sink samples (kSamples: the
+  // fused operator's sampled start) and the group does (group_samples); other groups stream
+  // in order.
   __device__ static int tile_at(const SampleOrder& order, int i) { return kSampledOrder ? order.tile(i) : i; }
 
   // Tile i of the CTA's sequence (i = tile_at(sm.order, step)): its pass, and the first
@@ -1643,9 +1643,9 @@ struct PagedScorer {
     for (int i = 0; i < kPart; ++i) part[i] = 0.0f;
     const Weights wr(sm, col0);
     PassCursor pass(sm);
-    // Most CTAs score one pass (a group within one request): its cursor is set once.
-    const bool one_pass = sm.num_passes == 1;
-    if (one_pass) pass.seek(sm, 0);
+    // Most CTAs score one pass (a group within one request): its cursor is set here, and a
+    // seek in the loop is then one compare with INT_MAX.
+    pass.seek(sm, 0);
     // Lockstep sinks count their steps by the loop index j; the fp8 lockstep loop takes its
     // tile count as a known-uniform value, so the vote check is a uniform branch (V4 fused
     // prefill 1.5-1.8% faster, V3.2 unchanged: docs/experiments.md, 2026-12-01).
@@ -1746,7 +1746,7 @@ struct PagedScorer {
           add_head_sums<false>(acc, wr, false, false, s);
         }
       }
-      if (!one_pass) pass.seek(sm, tile);  // sampled orders have one pass: seek needs no monotone order
+      pass.seek(sm, tile);  // sampled orders have one pass: seek needs no monotone order
       float out[kOut];
       quad_reduce_scatter(s, x, out);
       rows.put(sink, pass.tile_first(tile), m, pass.mask, out, (x & 1) ? ks1 : ks0);
