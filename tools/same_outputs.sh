@@ -16,8 +16,8 @@ for preset in v32 glm5 v4-flash v4-pro; do
   for acc in production exact; do
     for shape in "--rows 64 --context 8192" "--batch 4 --next-n 2 --context 8192"; do
       for gen in ${GENERATORS:-gaussian wide_range specials}; do
-        # shellcheck disable=SC2086  # shape: words
-        args=(run --preset "$preset" --accuracy "$acc" $shape --generator "$gen" --verify full --logits)
+        read -r -a shape_args <<< "$shape"
+        args=(run --preset "$preset" --accuracy "$acc" "${shape_args[@]}" --generator "$gen" --verify full --logits)
         name="$preset $acc ${shape// /_} $gen"
         if ! "$a" "${args[@]}" --out "$dir/a.st" > /dev/null 2>&1 || ! "$b" "${args[@]}" --out "$dir/b.st" > /dev/null 2>&1; then
           echo "failed: $name"
