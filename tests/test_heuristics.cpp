@@ -218,12 +218,16 @@ TEST(Heuristics, ScorerMaxSplitsBoundsSplitsIndependentlyOfContext) {
 TEST(Heuristics, AlternateTilesForGroupsOf256) {
   using flashindexer::cuda::dense_takes_alternate256;
   using flashindexer::cuda::fused_takes_alternate256;
-  EXPECT_TRUE(dense_takes_alternate256(false, 64, 4));   // mxfp4 (either mode) or fp8 kProduction
-  EXPECT_TRUE(dense_takes_alternate256(false, 32, 8));   // H = 32
-  EXPECT_FALSE(dense_takes_alternate256(true, 64, 4));   // the FP16 chain shares tiles
-  EXPECT_FALSE(dense_takes_alternate256(true, 32, 8));
-  EXPECT_FALSE(dense_takes_alternate256(false, 64, 2));  // N = 128: not a group of 256
-  static_assert(dense_takes_alternate256(false, 64, 4));  // usable in templates
+  // (fp8, exact, H, R)
+  EXPECT_TRUE(dense_takes_alternate256(false, false, 64, 4));  // mxfp4, either mode
+  EXPECT_TRUE(dense_takes_alternate256(false, true, 64, 4));
+  EXPECT_TRUE(dense_takes_alternate256(false, false, 32, 8));  // H = 32
+  EXPECT_TRUE(dense_takes_alternate256(true, false, 32, 8));   // fp8 kProduction at H = 32: two warpgroups
+  EXPECT_FALSE(dense_takes_alternate256(true, false, 64, 4));  // fp8 kProduction at H = 64: four share tiles
+  EXPECT_FALSE(dense_takes_alternate256(true, true, 64, 4));   // the FP16 chain shares tiles
+  EXPECT_FALSE(dense_takes_alternate256(true, true, 32, 8));
+  EXPECT_FALSE(dense_takes_alternate256(false, false, 64, 2));  // N = 128: not a group of 256
+  static_assert(dense_takes_alternate256(false, false, 64, 4));  // usable in templates
   // The H200's capacities (H = 64, R = 4): mxfp4 2,458 (2,330 before the 2026-12-02 run's smaller raw
   // ring), fp8 2,746.
   EXPECT_TRUE(fused_takes_alternate256(64, 4, 512, 2458));    // V4-Flash
@@ -289,6 +293,25 @@ TEST(Heuristics, FusedConsumerWarpgroupsOnFp8GroupsOf128) {
   EXPECT_EQ(fused_consumer_wgs(true, true, 64, 1), 2);    // N = 64
   EXPECT_EQ(fused_consumer_wgs(true, true, 32, 8), 2);
   EXPECT_EQ(fused_consumer_wgs(true, true, 32, 2), 2);
+}
+
+// The dense kernel's consumer warpgroups (fp8, exact, H, R): three on register-key mxfp4 groups
+// of N <= 64 and on fp8 groups of N = 128 in the FP16 chain; four on fp8 at H = 64 in
+// kProduction (prefill groups of 4 rows, decode pairs); else two.
+TEST(Heuristics, DenseConsumerWarpgroups) {
+  using flashindexer::cuda::dense_consumer_wgs;
+  EXPECT_EQ(dense_consumer_wgs(false, false, 64, 1), 3);  // mxfp4 decode, next_n = 1
+  EXPECT_EQ(dense_consumer_wgs(false, true, 32, 2), 3);
+  EXPECT_EQ(dense_consumer_wgs(false, false, 64, 2), 2);  // mxfp4 N = 128
+  EXPECT_EQ(dense_consumer_wgs(false, true, 64, 4), 2);   // mxfp4 prefill
+  EXPECT_EQ(dense_consumer_wgs(true, true, 64, 2), 3);    // fp8 exact: FP16 chain on N = 128
+  EXPECT_EQ(dense_consumer_wgs(true, true, 32, 4), 3);
+  EXPECT_EQ(dense_consumer_wgs(true, true, 64, 4), 2);
+  EXPECT_EQ(dense_consumer_wgs(true, false, 64, 4), 4);   // V3.2 prefill, kProduction
+  EXPECT_EQ(dense_consumer_wgs(true, false, 64, 2), 4);   // decode next_n = 2
+  EXPECT_EQ(dense_consumer_wgs(true, false, 64, 1), 2);   // decode next_n = 1
+  EXPECT_EQ(dense_consumer_wgs(true, false, 32, 8), 2);   // GLM-5
+  static_assert(dense_consumer_wgs(true, false, 64, 4) == 4);  // usable in templates
 }
 
 // The sampled start on alternate tiles (fused_topk.cu) takes

@@ -234,15 +234,34 @@ inline int32_t fused_prefill_rows(bool fp8, int32_t heads) {
   return fp8 && heads == 64 ? 2 : 0;
 }
 
+// Consumer warpgroups of the dense kernel (dense_logits.cu), each on every third (fourth) tile
+// where there are three (four), so the schedulers get more warps to issue from; else two:
+// - mxfp4 groups of N <= 64 (the register-key path: decode with next_n = 1 at H = 64,
+//   next_n <= 2 at H = 32): v4-pro decode B=64 236 -> 214 us (docs/experiments.md, 2026-11-30);
+// - fp8 groups of N = 128 in exact mode (FP16 chain: the prefill groups of that mode,
+//   and decode with next_n = 2 at H = 64, 3-4 at H = 32): V3.2 prefill 8,192 x 65,536
+//   16.7 -> 15.9 ms against groups of N = 256 in ping-pong (docs/experiments.md, 2026-12-01);
+// - four: fp8 at H = 64 in kProduction (setmaxnreg 32 / 112, 128 columns each): groups of
+//   N = 256 (prefill, dense_prefill_rows) on shared tiles, two warpgroups on every other
+//   tile; groups of N = 128 (decode with next_n = 2) on every fourth tile. V3.2 prefill
+//   8,192 x 65,536: 8.93 ms against 10.06 (N = 128, four) and 10.7-11.0 (N = 128, two)
+//   (H100, 2026-12-07).
+inline constexpr int32_t dense_consumer_wgs(bool fp8, bool exact, int32_t heads, int32_t rows_per_group) {
+  const int32_t n = heads * rows_per_group;
+  if (!fp8) return n <= 64 ? 3 : 2;
+  if (exact) return n == 128 ? 3 : 2;
+  return heads == 64 && n >= 128 ? 4 : 2;
+}
+
 // Groups of N = H x R = 256 query columns on alternate tiles (paged_scorer.cuh's kAlternate256):
 // each consumer warpgroup takes every other key tile with all 256 columns (one chain of four
 // m64n256 MMAs), so one warpgroup's epilogue runs under the other's MMAs; else both take every
 // tile with 128 columns each. Measured on an H200, 8,192 x 65,536 (docs/experiments.md,
 // 2026-12-01; the fused operator's rule is fused_takes_alternate256). The dense operator takes them
-// outside the FP16 chain (fp8 in exact mode): V4-Pro 17.14 -> 14.87 ms, V3.2 kProduction
-// 11.08 -> 10.53.
-inline constexpr bool dense_takes_alternate256(bool fp8_exact_mode, int32_t heads, int32_t rows_per_group) {
-  return heads * rows_per_group == 256 && !fp8_exact_mode;
+// on two consumer warpgroups outside the FP16 chain (fp8 in exact mode): V4-Pro 17.14 -> 14.87
+// ms, V3.2 kProduction 11.08 -> 10.53; four consumer warpgroups share tiles instead.
+inline constexpr bool dense_takes_alternate256(bool fp8, bool exact, int32_t heads, int32_t rows_per_group) {
+  return heads * rows_per_group == 256 && !(fp8 && exact) && dense_consumer_wgs(fp8, exact, heads, rows_per_group) == 2;
 }
 
 // Fused operator (fused_topk.cu): each row of a group keeps `cap` candidate keys in shared

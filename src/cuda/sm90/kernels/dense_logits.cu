@@ -17,37 +17,17 @@ namespace flashindexer::sm90 {
 namespace {
 
 
-// Consumer warpgroups of the dense kernel, each on every third (fourth) tile where there are
-// three (four), so the schedulers get more warps to issue from; else two:
-// - register-key groups of N <= 64 (mxfp4 decode with next_n = 1 at H = 64, next_n <= 2 at
-//   H = 32): v4-pro decode B=64 236 -> 214 us (docs/experiments.md, 2026-11-30);
-// - fp8 groups of N = 128 in exact mode (FP16 chain: the prefill groups of that mode,
-//   and decode with next_n = 2 at H = 64, 3-4 at H = 32): V3.2 prefill 8,192 x 65,536
-//   16.7 -> 15.9 ms against groups of N = 256 in ping-pong (docs/experiments.md, 2026-12-01);
-// - four: fp8 at H = 64 in kProduction (setmaxnreg 32 / 112, 128 columns each): groups of
-//   N = 256 (prefill, cuda::dense_prefill_rows) on shared tiles, two warpgroups on every other
-//   tile; groups of N = 128 (decode with next_n = 2) on every fourth tile. V3.2 prefill
-//   8,192 x 65,536: 8.93 ms against 10.06 (N = 128, four) and 10.7-11.0 (N = 128, two)
-//   (H100, 2026-12-07).
+// The dense kernel's consumer warpgroups and its groups of N = 256 on alternate tiles
+// (PagedScorer's kAlternate256): the rules and their measurements are cuda::dense_consumer_wgs
+// and cuda::dense_takes_alternate256 (heuristics.h); the scores are the same bits either way.
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 constexpr int dense_consumer_wgs() {
-  constexpr int kN = kHeads * kRows;
-  if (kFormat == CacheFormat::kFp8E4M3) {
-    if (kAccuracy == ScoreAccuracy::kExact) return kN == 128 ? 3 : 2;
-    return kHeads == 64 && kN >= 128 ? 4 : 2;
-  }
-  return ScorerSmem<kN, kFormat == CacheFormat::kMxfp4>::kRegKeys && kN <= 64 ? 3 : 2;
+  return cuda::dense_consumer_wgs(kFormat == CacheFormat::kFp8E4M3, kAccuracy == ScoreAccuracy::kExact, kHeads, kRows);
 }
-
-// Groups of N = 256 take alternate tiles (PagedScorer's kAlternate256) outside the FP16 chain
-// (cuda::dense_takes_alternate256: mxfp4 in both modes, fp8 in kProduction); the scores are the
-// same bits either way (the fused operator's rule is cuda::fused_takes_alternate256).
-// Measured (docs/experiments.md, 2026-12-01): V4-Pro 8,192 x 65,536 17.14 -> 14.87 ms (integer
-// path), kProduction 14.25 -> 13.36; V3.2 kProduction 11.08 -> 10.53.
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 constexpr bool dense_alternate256() {
-  if (dense_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>() == 4) return false;  // shared tiles
-  return cuda::dense_takes_alternate256(fp16_chain(kFormat, kAccuracy), kHeads, kRows);
+  return cuda::dense_takes_alternate256(kFormat == CacheFormat::kFp8E4M3, kAccuracy == ScoreAccuracy::kExact, kHeads,
+                                        kRows);
 }
 
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
