@@ -60,9 +60,10 @@ int32_t fused_topk_min_capacity(CacheFormat format, ScoreAccuracy accuracy, int3
 // candidates of N = 256 do not fit beside the scorer (H = 32, K = 2048: 8 rows hold 1,372
 // each, 4 rows 3,800), and where fused_prefill_rows prefers them (fp8 at H = 64). The dense
 // operator takes the same groups, since mxfp4 scores depend on them (the integer path is a
-// CTA-wide choice), except fp8, whose scores do not (dense_prefill_rows: N = 128, with three
-// consumer warpgroups in exact mode and four in kProduction at H = 64). fp8 in kProduction at
-// H = 32 (GLM-5) follows the fused operator's groups (4 or 8 rows by K).
+// CTA-wide choice), except fp8, whose scores do not (dense_prefill_rows: N = 128 on three
+// consumer warpgroups in exact mode; N = 256 on four in kProduction at H = 64, two on every
+// other tile). fp8 in kProduction at H = 32 (GLM-5) follows the fused operator's groups (4 or
+// 8 rows by K).
 int32_t prefill_rows(const IndexerProblem& p, Operator op, const DeviceLimits& d) {
   const int32_t h = p.queries.num_heads;
   if (p.rows.form == RowForm::kDecode) return 0;  // decode groups are a request's next_n rows

@@ -44,7 +44,8 @@
 //   Then per position: sum_h w[h] * relu(acc[h]) in fp32, heads in a fixed order (each
 //   thread's 2 * N / 8 columns in column order, then the 4 lanes of a quad, xor 1 then 2),
 //   times the key's scale. The sums are taken twice over, 2 relu(x) = x + |x| (an FADD, where
-//   max is a half-rate ALU op), and the product with the key scale halved: the same bits where no sum is subnormal. relu is positively homogeneous, so the key scale (fp8: the
+//   max is a half-rate ALU op), and the product with the key scale halved: the same bits
+//   where no sum is subnormal. relu is positively homogeneous, so the key scale (fp8: the
 //   token's fp32 scale; mxfp4: 2^(e_max - 127)) factors out of the head sum (a negative fp8
 //   scale c takes a path with relu(c x) = c min(x, 0)). mxfp4 queries' scales fold into
 //   the weights. mxfp4 values are rewritten as E5M2 on chip (fp4_convert.cuh).
