@@ -839,14 +839,17 @@ struct PagedScorer {
   // (max.NaN is an ALU op at half its rate, and the ALU pipe bounded the epilogue), exact for
   // the finite or NaN accumulators an MMA of finite operands gives; every sum is exactly twice
   // relu's, halved with the key scale (scaled_score). kSigned (fp8 keys with a negative scale
-  // c, rare): relu(c x) = c min(x, 0), 2 min(x, 0) = x - |x|.
+  // c, rare): relu(c x) = c min(x, 0), taken as 2 min.NaN(x, 0) (the same values as x - |x|,
+  // and it keeps ptxas's WGMMA descriptor math of the N = 32 kernels on the uniform datapath).
   // kB0, kE: accumulators of kE / 4 column blocks from block kB0 on (a slice of the columns,
   // kAlternate256's rare paths); by default all of them.
   template <bool kSigned, int kB0 = 0, int kE = kNw / 2>
   __device__ static void add_head_sums(const float (&acc)[kE], const Weights& wr, bool neg0, bool neg1,
                                        float (&s)[kRowsW][2]) {
     static_assert(kB0 % 2 == 0 && kE % 8 == 0, "whole pairs of column blocks");
-    auto twice_relu = [](float v, bool neg) { return kSigned && neg ? v - fabsf(v) : v + fabsf(v); };
+    auto twice_relu = [](float v, bool neg) {
+      return kSigned && neg ? 2.0f * ptx::min_nan(v, 0.0f) : v + fabsf(v);
+    };
     auto add = [&](int e, float2 w) {
       const int r = ((kB0 + e) * 8) / kHeads;
       s[r][0] = fmaf(w.x, twice_relu(acc[4 * e], neg0), s[r][0]);
