@@ -149,9 +149,12 @@ TEST(Heuristics, DenseFp8ScoresPairsOfRows) {
 
 TEST(Heuristics, FusedFp8TakesPairsOfRowsAtH64) {
   using flashindexer::cuda::fused_prefill_rows;
-  EXPECT_EQ(fused_prefill_rows(true, 64), 2);   // V3.2: N = 128 on alternate tiles, three or four consumer warpgroups
-  EXPECT_EQ(fused_prefill_rows(false, 64), 0);  // mxfp4: 256 / H
-  EXPECT_EQ(fused_prefill_rows(true, 32), 0);   // H = 32: the fit rule halves the groups where K needs it
+  EXPECT_EQ(fused_prefill_rows(true, true, 64), 2);    // V3.2, exact mode: N = 128 on three consumer warpgroups
+  EXPECT_EQ(fused_prefill_rows(true, false, 64), 0);   // V3.2, kProduction: 256 / H, four warpgroups share tiles
+  EXPECT_EQ(fused_prefill_rows(false, true, 64), 0);   // mxfp4: 256 / H
+  EXPECT_EQ(fused_prefill_rows(false, false, 64), 0);
+  EXPECT_EQ(fused_prefill_rows(true, true, 32), 0);    // H = 32: the fit rule halves the groups where K needs it
+  EXPECT_EQ(fused_prefill_rows(true, false, 32), 0);
 }
 
 TEST(Heuristics, DecodeScorerSplitsFewRequestsAcrossTheGpu) {
@@ -237,6 +240,7 @@ TEST(Heuristics, AlternateTilesForGroupsOf256) {
   EXPECT_TRUE(fused_takes_alternate256(64, 4, 1024, 2330));   // V4-Pro
   EXPECT_FALSE(fused_takes_alternate256(64, 4, 2048, 2330));  // measured 2.9x slower there
   EXPECT_TRUE(fused_takes_alternate256(64, 4, 512, 2746));
+  EXPECT_FALSE(fused_takes_alternate256(64, 4, 512, 2746, 4));  // four consumer warpgroups share tiles
   EXPECT_FALSE(fused_takes_alternate256(64, 4, 2048, 2746));  // V3.2
   // H = 32, fp8 rows of 8: cap 1,372. K = 512 leaves 860 free keys: measured slower there.
   EXPECT_FALSE(fused_takes_alternate256(32, 8, 512, 1372));
@@ -274,7 +278,8 @@ TEST(Heuristics, FusedStepPutsFollowTheTileSharing) {
   EXPECT_EQ(fused_step_puts(32, 1), 128);
   EXPECT_EQ(fused_step_puts(64, 2, false, 3), 192);  // three consumer warpgroups: a triple of tiles
   EXPECT_EQ(fused_step_puts(32, 4, false, 3), 192);
-  EXPECT_EQ(fused_step_puts(64, 4, false, 3), 64);   // shared tiles: one tile, whatever the warpgroups
+  EXPECT_EQ(fused_step_puts(64, 4, false, 3), 64);   // shared tiles: one tile per pair of warpgroups
+  EXPECT_EQ(fused_step_puts(64, 4, false, 4), 128);  // four: two pairs, two tiles
 }
 
 // More consumer warpgroups on fp8 groups of N = 128 (V3.2 pairs of rows, GLM-5 groups of 4,
@@ -289,7 +294,11 @@ TEST(Heuristics, FusedConsumerWarpgroupsOnFp8GroupsOf128) {
   EXPECT_EQ(fused_consumer_wgs(false, true, 64, 2), 2);   // mxfp4
   EXPECT_EQ(fused_consumer_wgs(false, false, 64, 2), 2);
   EXPECT_EQ(fused_consumer_wgs(true, true, 64, 4), 2);    // N = 256
-  EXPECT_EQ(fused_consumer_wgs(true, false, 64, 4), 2);
+  EXPECT_EQ(fused_consumer_wgs(true, false, 64, 4), 4);   // kProduction at H = 64: four share tiles, as the dense kernel
+  for (const bool exact : {false, true})  // fp8: the dense kernel's warpgroups
+    for (const int32_t h : {32, 64})
+      for (int32_t rows = 1; h * rows <= 256; rows *= 2)
+        EXPECT_EQ(fused_consumer_wgs(true, exact, h, rows), flashindexer::cuda::dense_consumer_wgs(true, exact, h, rows));
   EXPECT_EQ(fused_consumer_wgs(true, true, 64, 1), 2);    // N = 64
   EXPECT_EQ(fused_consumer_wgs(true, true, 32, 8), 2);
   EXPECT_EQ(fused_consumer_wgs(true, true, 32, 2), 2);

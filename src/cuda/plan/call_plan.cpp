@@ -16,16 +16,16 @@ namespace {
 
 Status unsupported(const std::string& what) { return Status(StatusCode::kUnsupported, what); }
 
-// A lockstep step's appends per row, and whether its votes are deferred (both warpgroups
-// score every row; shared tiles vote per warpgroup).
+// A lockstep step's appends per row, and whether its votes are deferred (every warpgroup
+// scores every row, or four share tiles; two that share tiles vote per warpgroup).
 struct StepShape {
   int32_t puts;
   bool deferred;
 };
 StepShape step_shape(CacheFormat format, ScoreAccuracy accuracy, int32_t heads, int32_t rows_per_group,
                      bool alternate256) {
-  const bool own_rows = heads * rows_per_group == 256 && !alternate256;
   const int32_t wgs = fused_consumer_wgs(format, accuracy, heads, rows_per_group);
+  const bool own_rows = heads * rows_per_group == 256 && !alternate256 && wgs == 2;
   return {fused_step_puts(heads, rows_per_group, alternate256, wgs), !own_rows};
 }
 
@@ -58,7 +58,7 @@ int32_t fused_topk_min_capacity(CacheFormat format, ScoreAccuracy accuracy, int3
 
 // Rows per ragged group (0: 256 / H). The fused operator takes groups of N = 128 where the
 // candidates of N = 256 do not fit beside the scorer (H = 32, K = 2048: 8 rows hold 1,372
-// each, 4 rows 3,800), and where fused_prefill_rows prefers them (fp8 at H = 64). The dense
+// each, 4 rows 3,800), and where fused_prefill_rows prefers them (fp8 at H = 64, exact). The dense
 // operator takes the same groups, since mxfp4 scores depend on them (the integer path is a
 // CTA-wide choice), except fp8, whose scores do not (dense_prefill_rows: N = 128 on three
 // consumer warpgroups in exact mode; N = 256 on four in kProduction at H = 64, two on every
@@ -76,7 +76,9 @@ int32_t prefill_rows(const IndexerProblem& p, Operator op, const DeviceLimits& d
     return sm90::fused_topk_capacity(p.cache.format, h, rows, d.smem_optin) >=
            fused_topk_min_capacity(p.cache.format, p.accuracy, h, rows, p.k);
   };
-  if (const int32_t rows = fused_prefill_rows(p.cache.format == CacheFormat::kFp8E4M3, h); rows > 0 && fits(rows))
+  if (const int32_t rows = fused_prefill_rows(p.cache.format == CacheFormat::kFp8E4M3,
+                                                p.accuracy == ScoreAccuracy::kExact, h);
+      rows > 0 && fits(rows))
     return rows;
   const int32_t full = 256 / h;
   return !fits(full) && fits(full / 2) ? full / 2 : 0;
@@ -137,8 +139,8 @@ Status plan_indexer(const IndexerProblem& p, Operator op, const DeviceLimits& d,
       return unsupported("k: fused_topk on sm_90a holds " + std::to_string(lp.cap) + " candidates per row for H = " +
                          std::to_string(h) + " with " + std::to_string(rows) + " rows per group in shared memory; k = " +
                          std::to_string(p.k) + " needs " + std::to_string(need));
-    lp.alternate256 = fused_takes_alternate256(h, rows, p.k, lp.cap);
     lp.consumer_wgs = fused_consumer_wgs(p.cache.format, p.accuracy, h, rows);
+    lp.alternate256 = fused_takes_alternate256(h, rows, p.k, lp.cap, lp.consumer_wgs);
     lp.step_puts = step_shape(p.cache.format, p.accuracy, h, rows, lp.alternate256).puts;
     const FusedVotePlan votes = fused_topk_vote_plan(p.cache.format, p.accuracy, h, rows, lp.alternate256, lp.cap, p.k);
     if (votes.limit < p.k)

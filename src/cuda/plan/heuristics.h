@@ -223,15 +223,14 @@ inline int32_t dense_prefill_rows(bool fp8, bool exact, int32_t heads) {
 }
 
 // The fused operator's preferred rows per ragged group where they fit (0: 256 / H, or half
-// that where its candidates do not fit; plan/call_plan.cpp prefill_rows). fp8 at H = 64:
-// 2 rows (N = 128 on alternate tiles, deferred votes) instead of 4 on shared tiles, at every
-// K. Exact mode (three consumer warpgroups), V3.2 prefill 8,192 x 65,536
-// (docs/experiments.md, 2026-12-03): K = 2,048 20.22 -> 17.66 ms; K = 1,024 18.77 -> 17.56,
-// K = 512 18.43 -> 17.45. kProduction: four consumer warpgroups (fused_consumer_wgs), each
-// appending under the others' MMAs: V3.2 K = 2,048 15.71-15.92 -> 11.95-12.23 ms (H100,
-// 2026-12-07); the dense operator takes groups of 4 rows there (dense_prefill_rows).
-inline int32_t fused_prefill_rows(bool fp8, int32_t heads) {
-  return fp8 && heads == 64 ? 2 : 0;
+// that where its candidates do not fit; plan/call_plan.cpp prefill_rows). fp8 at H = 64 in
+// exact mode: 2 rows (N = 128 on alternate tiles, three consumer warpgroups, deferred votes)
+// instead of 4 on shared tiles, at every K: V3.2 prefill 8,192 x 65,536 (docs/experiments.md,
+// 2026-12-03): K = 2,048 20.22 -> 17.66 ms; K = 1,024 18.77 -> 17.56, K = 512 18.43 -> 17.45.
+// kProduction takes 4 rows, as the dense operator (dense_prefill_rows): four consumer
+// warpgroups share tiles (fused_consumer_wgs), so a key tile read from L2 serves 256 columns.
+inline int32_t fused_prefill_rows(bool fp8, bool exact, int32_t heads) {
+  return fp8 && exact && heads == 64 ? 2 : 0;
 }
 
 // Consumer warpgroups of the dense kernel (dense_logits.cu), each on every third (fourth) tile
@@ -266,25 +265,25 @@ inline constexpr bool dense_takes_alternate256(bool fp8, bool exact, int32_t hea
 
 // Fused operator (fused_topk.cu): each row of a group keeps `cap` candidate keys in shared
 // memory; between two compaction votes a row gains at most vote_every x step_puts keys
-// (step_puts: one 64-position tile per step when the two consumer warpgroups share tiles,
-// N = H x R = 256 unless `alternate256`; otherwise one tile per consumer warpgroup, each
-// warpgroup on every consumer_wgs-th tile: a pair, or three with a third warpgroup).
+// (step_puts: one 64-position tile per step when two consumer warpgroups share tiles,
+// N = H x R = 256 unless `alternate256`, two when four do; otherwise one tile per consumer
+// warpgroup, each warpgroup on every consumer_wgs-th tile: a pair, three or four).
 inline constexpr int32_t fused_step_puts(int32_t heads, int32_t rows_per_group, bool alternate256 = false,
                                          int32_t consumer_wgs = 2) {
-  return heads * rows_per_group == 256 && !alternate256 ? 64 : 64 * consumer_wgs;
+  return heads * rows_per_group == 256 && !alternate256 ? 64 * (consumer_wgs / 2) : 64 * consumer_wgs;
 }
 
-// The fused lockstep kernel's consumer warpgroups on fp8 groups of N = 128 (V3.2 pairs of
-// rows, GLM-5 groups of 4), each on every third (fourth) tile: three in the FP16 chain (exact
-// mode, as the dense kernel runs them, dense_logits.cu; 512 threads, the producer keeps 40
-// registers, the consumers 152), four in the FP8 chain at H = 64 (kProduction, the fused
-// kernel alone: the dense one keeps N = 256; 640 threads, 32 / 112); else two. Exact mode, 8,192 x 65,536 (docs/experiments.md, 2026-12-03): V3.2
-// 19.21 -> 17.66 ms, GLM-5 11.84 -> 11.07; kProduction, V3.2: 15.71-15.92 -> 11.95-12.23
-// (H100, 2026-12-07). GLM-5's groups of 4 rows (H = 32) spill 54 bytes at 112 registers and
-// were not measured that way: they keep two.
+// The fused lockstep kernel's consumer warpgroups: fp8 takes the dense kernel's
+// (dense_consumer_wgs), mxfp4 two. So fp8 groups of N = 128 in the FP16 chain (exact mode:
+// V3.2 pairs of rows, GLM-5 groups of 4) run three, each on every third tile (512 threads,
+// 40 / 152 registers): 8,192 x 65,536 (docs/experiments.md, 2026-12-03) V3.2 19.21 -> 17.66
+// ms, GLM-5 11.84 -> 11.07. fp8 at H = 64 in kProduction runs four (640 threads, 32 / 112):
+// groups of N = 128 (decode with next_n = 2) each on every fourth tile, groups of N = 256
+// (prefill) on shared tiles, two warpgroups on each column half of every other tile, with
+// deferred votes (a step: two tiles, 128 keys per row). GLM-5's groups of 4 rows (H = 32)
+// spill 54 bytes at 112 registers and were not measured that way: they keep two.
 inline constexpr int32_t fused_consumer_wgs(bool fp8, bool exact, int32_t heads, int32_t rows_per_group) {
-  if (!fp8 || heads * rows_per_group != 128) return 2;
-  return exact ? 3 : heads == 64 ? 4 : 2;
+  return fp8 ? dense_consumer_wgs(fp8, exact, heads, rows_per_group) : 2;
 }
 
 // The least capacity for K: K plus one vote interval of one step (the vote is exact: it asks
@@ -305,11 +304,12 @@ inline int32_t fused_min_capacity(int32_t k, int32_t step_puts) {
 // K = 1024 [1,306] 18.27 -> 16.79, K = 2048 [282] 20.84 -> 59.94; fp8 (cap 2,746) K = 512
 // [2,234] 20.18 -> 18.59, K = 2048 [698] 20.89 -> 23.70 (kProduction 16.47 -> 18.64); H = 32 fp8
 // (rows of 8, cap 1,372) K = 512 [860] 11.41 -> 11.93. And cap >= fused_min_capacity(k, 128):
-// a vote interval of pairs fits.
+// a vote interval of pairs fits. Only with two consumer warpgroups: four share tiles.
 inline constexpr int32_t kFusedAlternateFreeKeys = 1024;  // between the measured 860 (slower) and 1,306 (faster)
-inline bool fused_takes_alternate256(int32_t heads, int32_t rows_per_group, int32_t k, int32_t cap) {
-  return heads * rows_per_group == 256 && int64_t(2) * k <= cap && int64_t(cap) - k >= kFusedAlternateFreeKeys &&
-         cap >= fused_min_capacity(k, 128);
+inline bool fused_takes_alternate256(int32_t heads, int32_t rows_per_group, int32_t k, int32_t cap,
+                                     int32_t consumer_wgs = 2) {
+  return heads * rows_per_group == 256 && consumer_wgs == 2 && int64_t(2) * k <= cap &&
+         int64_t(cap) - k >= kFusedAlternateFreeKeys && cap >= fused_min_capacity(k, 128);
 }
 
 // Steps between compaction votes: the largest power of two in [2, max_every] that keeps at

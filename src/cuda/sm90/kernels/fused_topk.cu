@@ -16,15 +16,17 @@
 //   whose append index is the limit knows it), and the threads that score the row compact it:
 //   one radix histogram pass (radix_select.cuh, as TopK over logits) finds the lower edge of the
 //   digit bin holding the K-th key, the keys at or above it are kept (K and a few more; the exact
-//   K-th when that bin is too full) and tau rises to that edge. Groups of N = 256 take alternate
-//   tiles where the buffers hold 2 K keys, 1,024 of them above K (cuda::fused_takes_alternate256),
-//   else share tiles: each warpgroup scores rows of its own and votes (bar.red.or) and compacts
-//   alone (128 threads); otherwise every consumer warpgroup scores every row (N = 256 on
-//   alternate tiles, and every N < 256: fp8 at H = 64 takes pairs of rows with three or four
-//   consumer warpgroups, cuda::fused_prefill_rows and fused_consumer_wgs) and a
-//   vote is deferred (tags and an mbarrier, acted on one vote later; three intervals of room).
-//   With one split a group starts with a sampled start (sampled_start.h; on alternate tiles a
-//   step samples a pair of tiles).
+//   K-th when that bin is too full) and tau rises to that edge. Groups of N = 256 on two
+//   consumer warpgroups take alternate tiles where the buffers hold 2 K keys, 1,024 of them
+//   above K (cuda::fused_takes_alternate256), else share tiles: each warpgroup scores rows of
+//   its own and votes (bar.red.or) and compacts alone (128 threads). Otherwise a vote is
+//   deferred (tags and an mbarrier, acted on one vote later; three intervals of room): every
+//   consumer warpgroup scores every row (N = 256 on alternate tiles, and every N < 256: fp8
+//   pairs of rows at H = 64 in exact mode on three warpgroups), or four share tiles (fp8 at
+//   H = 64 in kProduction, groups of 4 rows as the dense kernel's: cuda::fused_prefill_rows,
+//   fused_consumer_wgs), two on each column half of every other tile, a step two tiles.
+//   With one split a group starts with a sampled start (sampled_start.h; a step samples
+//   the tiles it scores).
 //   Exact and bounded by construction; the producer keeps filling the key ring meanwhile.
 //   Finish: a last, exact compaction to min(K, n), two rows at a time (one per warpgroup); then
 //   per row
@@ -36,7 +38,8 @@
 // Warp roles: the scorer's (warpgroup 0 produces, 1-2 consume; on shared tiles in the FP16
 //   chain they take turns on the tensor cores, named barriers 4, 5; groups of N = 128 in the
 //   FP16 chain run a third consumer warpgroup, 512 threads, each on every third tile, and
-//   in the FP8 chain (kProduction) a fourth, 640 threads, each on every fourth tile, so a
+//   fp8 at H = 64 in the FP8 chain (kProduction) a fourth, 640 threads (N = 128: each on
+//   every fourth tile; N = 256: shared tiles), so a
 //   warpgroup's head sums and appends run under the others' MMAs; the stream's votes meet
 //   them all on named barrier 6); selection runs on consumer
 //   warpgroups 1-2 (named barriers 2, 3 per warpgroup, or 1 for both), as do the finish and
@@ -99,7 +102,9 @@ __global__ void __launch_bounds__(128 * (1 + fused_consumer_wgs<kFormat, kHeads,
   } else {
     Core::consumer_registers();
     const int t = threadIdx.x - 128;
-    SelectSink<kRows, step_puts(kHeads, kRows, kAlternate, kWgs), Core::kShareTiles, Core::kSampledOrder, kWgs> sink{
+    SelectSink<kRows, step_puts(kHeads, kRows, kAlternate, kWgs), Core::kShareTiles && kWgs == 2, Core::kSampledOrder,
+               kWgs>
+        sink{
         st, keys, f.cap, f.k, uint32_t(f.vote_every - 1), f.vote_limit};
     const long long t0 = sink.clock.now();
     Core::consume(sm, wg - 1, sink);
@@ -121,9 +126,13 @@ using LayoutOf = FusedLayout<ScorerSmem<kHeads * kRows, kFormat == CacheFormat::
 // One accuracy mode's kernel, with its thread count (fused_consumer_wgs).
 template <CacheFormat kFormat, int kHeads, int kRows, bool kAlternate, ScoreAccuracy kAccuracy>
 cudaError_t launch_mode(const ScorerArgs& a, const FusedParams& f, size_t smem, cudaStream_t stream) {
-  constexpr int kThreads = 128 * (1 + fused_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>());
-  return launch_scorer_kernel<kThreads>(fused_topk_kernel<kFormat, kHeads, kRows, kAccuracy, kAlternate>, smem,
-                                        stream, a, f);
+  constexpr int kWgs = fused_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>();
+  if constexpr (kAlternate && kWgs != 2) {  // four warpgroups share tiles (cuda::fused_takes_alternate256)
+    return cudaErrorInvalidConfiguration;
+  } else {
+    return launch_scorer_kernel<128 * (1 + kWgs)>(fused_topk_kernel<kFormat, kHeads, kRows, kAccuracy, kAlternate>,
+                                                  smem, stream, a, f);
+  }
 }
 template <CacheFormat kFormat, int kHeads, int kRows, bool kAlternate>
 cudaError_t launch(const ScorerArgs& a, const FusedParams& f, cudaStream_t stream) {

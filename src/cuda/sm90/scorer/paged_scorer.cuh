@@ -67,11 +67,11 @@
 //   prefill groups) run a third consumer warpgroup (512 threads, every third tile;
 //   dense_logits.cu); so do the fused decode clusters' groups of N <= 64 of
 //   both formats and their fp8 pairs of rows, N <= 128 (fused_staged.cu), and the fused
-//   lockstep kernel's groups of N = 128 in the FP16 chain (fused_topk.cu); its fp8 groups of
-//   N = 128 in the FP8 chain run four (640 threads, every fourth tile, setmaxnreg 32 / 112),
-//   and so do the dense kernel's kProduction fp8 groups at H = 64: N = 128 on every fourth
-//   tile, N = 256 on shared tiles (warpgroup w: columns 128 (w % 2) on of every other tile,
-//   from tile w / 2), where each key tile read from L2 serves 256 columns.
+//   lockstep kernel's groups of N = 128 in the FP16 chain (fused_topk.cu); the kProduction
+//   fp8 groups at H = 64 of both operators run four (640 threads, setmaxnreg 32 / 112):
+//   N = 128 on every fourth tile, N = 256 on shared tiles (warpgroup w: columns 128 (w % 2)
+//   on of every other tile, from tile w / 2), where each key tile read from L2 serves 256
+//   columns.
 //   The dense operator's register-key groups of N <= 64 take each warpgroup's tiles in pairs,
 //   one tile's head sums and puts under the next tile's first MMA group
 //   (consume_tiles_reg_pairs).
@@ -80,9 +80,9 @@
 // Sinks: put(r, row, position, score) for every in-window score (r: the row's index in
 //   the group; row: the global row, or the sink's handle of it, sink_row). A sink with
 //   kLockstep also gets step(sm, t) from every consumer thread at
-//   the start of every tile (shared tiles) or of every consumer warpgroup's next tile (a
-//   pair or a triple of tiles), so it can run group-wide work (the fused operator's
-//   compactions) between the steps' puts.
+//   the start of every tile (two warpgroups on shared tiles), of every other tile (four),
+//   or of every consumer warpgroup's next tile (two to four tiles), so it can run group-wide
+//   work (the fused operator's compactions) between the steps' puts.
 // Shared memory: Q N x 128 B (fp8 caches: N x 256 B, room for the f16 queries of the
 //   exact mode) + 8 x (8 KiB keys + 256 B scales) + N weights + metadata; mxfp4 adds a
 //   raw ring of 9 x 4.5 KiB tiles (N = 256: fp8 131 KiB, mxfp4 139 KiB); register-key mxfp4:
@@ -1655,13 +1655,11 @@ struct PagedScorer {
     // prefill 1.5-1.8% faster, V3.2 unchanged: docs/experiments.md, 2026-12-01).
     const int num_tiles = kF16 && Sink::kLockstep ? ptx::warp_uniform(sm.num_tiles) : sm.num_tiles;
     const SampleOrder order = sm.order;
-    static_assert(!Sink::kLockstep || kConsumerWgs == 2 || !kShareTiles, "lockstep sinks step every consumer warpgroup");
     const int first = kShareTiles ? (kConsumerWgs == 4 ? cw / 2 : 0) : cw;
     const int step = kShareTiles ? kConsumerWgs / 2 : kConsumerWgs;
-    // Lockstep: every consumer thread runs the same number of steps (on alternate tiles a
-    // warpgroup skips a missing last tile of the count but still steps).
-    const int steps =
-        Sink::kLockstep ? (kShareTiles ? num_tiles : (num_tiles + kConsumerWgs - 1) / kConsumerWgs) : 0;
+    // Lockstep: every consumer thread runs the same number of steps (a warpgroup skips a
+    // missing last tile of the count but still steps).
+    const int steps = Sink::kLockstep ? (num_tiles + step - 1) / step : 0;
     // Ping-pong: warpgroup 0 takes the first turn; each hands the tensor cores over once its
     // MMAs are done (shared tiles: warpgroup 1 not after its last tile, for which no turn is
     // waited; alternate tiles: not after the last tile, the turns following the tile order).

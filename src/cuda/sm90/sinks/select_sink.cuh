@@ -142,6 +142,9 @@ constexpr uint32_t step_puts(int heads, int rows, bool alternate, int consumer_w
 template <int kRows, uint32_t kStepPuts, bool kOwnRows, bool kSampled = kOwnRows, int kWgs = 2>
 struct SelectSink {
   static_assert(kWgs == 2 || ((kWgs == 3 || kWgs == 4) && !kOwnRows), "more consumer warpgroups: rows scored by all");
+  // Tiles per step (without kOwnRows): one per consumer warpgroup, or one per pair of them
+  // where four share tiles.
+  static constexpr uint32_t kStepTiles = kStepPuts / 64;
   using Stream = StreamSync<kWgs>;
   // A selection during the stream with a third (and fourth) warpgroup: after a barrier of
   // every consumer thread, f on warpgroups 1-2 (Select), then a second barrier keeps the
@@ -253,7 +256,7 @@ struct SelectSink {
     } else {
       const bool act = deferred_vote(votes++, full);
       if constexpr (kSampled) {
-        if (kWgs * step_index == uint32_t(sm.order.sample) && sm.order.sample > 0) {  // a step: kWgs sample tiles
+        if (kStepTiles * step_index == uint32_t(sm.order.sample) && sm.order.sample > 0) {
           const long long g0 = clock.now();
           guess(sm, t);
           clock.add(kProfileGuessCycles, clock.now() - g0);
