@@ -292,7 +292,7 @@ void expect_sampled_start(bool boost, int32_t context, int32_t kK = 2048, int32_
   for (size_t i = 3; i < h.weights.size(); i += 4) h.weights[i] &= 0x7F;  // |w|: scores >= 0, so the boost raises them
 
   const int32_t len = h.context_lens[0];
-  const int32_t cap = sm90::fused_topk_capacity(CacheFormat::kFp8E4M3, heads, kNextN, size_t(optin));
+  const int32_t cap = sm90::fused_topk_capacity(CacheFormat::kFp8E4M3, h.accuracy, heads, kNextN, size_t(optin));
   const int32_t wgs = flashindexer::cuda::fused_consumer_wgs(CacheFormat::kFp8E4M3, h.accuracy, heads, kNextN);
   const bool pairs = flashindexer::cuda::fused_takes_alternate256(heads, kNextN, kK, cap, wgs);
   ASSERT_EQ(pairs, heads == 64 && kK <= 1024 && wgs == 2) << "cap " << cap << ", K " << kK;
@@ -362,10 +362,10 @@ TEST(GpuFused, SampledStartWithThirtyTwoHeads) {
   GPU_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
   GPU_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   constexpr int32_t kRowsPerGroup = 8;
-  const int32_t cap = sm90::fused_topk_capacity(CacheFormat::kFp8E4M3, 32, kRowsPerGroup, size_t(optin));
+  const ScoreAccuracy acc = SyntheticSpec{}.accuracy;  // the mode the problem below runs in
+  const int32_t cap = sm90::fused_topk_capacity(CacheFormat::kFp8E4M3, acc, 32, kRowsPerGroup, size_t(optin));
   const int32_t k = cap / 2 + 32;
   ASSERT_FALSE(flashindexer::cuda::fused_takes_alternate256(32, kRowsPerGroup, k, cap)) << "cap " << cap;
-  const ScoreAccuracy acc = SyntheticSpec{}.accuracy;  // the mode the problem below runs in
   ASSERT_GE(cap, flashindexer::cuda::fused_topk_min_capacity(CacheFormat::kFp8E4M3, acc, 32, kRowsPerGroup, k)) << "cap " << cap;
   SyntheticSpec s = spec(CacheFormat::kFp8E4M3, Generator::kGaussian, int64_t(2) * sms * kRowsPerGroup, 1, 16384, k, 94);
   s.num_heads = 32;

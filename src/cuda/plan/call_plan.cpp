@@ -73,7 +73,7 @@ int32_t prefill_rows(const IndexerProblem& p, Operator op, const DeviceLimits& d
   }
   if (h != 32 && h != 64) return 0;
   auto fits = [&](int32_t rows) {
-    return sm90::fused_topk_capacity(p.cache.format, h, rows, d.smem_optin) >=
+    return sm90::fused_topk_capacity(p.cache.format, p.accuracy, h, rows, d.smem_optin) >=
            fused_topk_min_capacity(p.cache.format, p.accuracy, h, rows, p.k);
   };
   if (const int32_t rows = fused_prefill_rows(p.cache.format == CacheFormat::kFp8E4M3,
@@ -133,7 +133,7 @@ Status plan_indexer(const IndexerProblem& p, Operator op, const DeviceLimits& d,
       return unsupported("k: expected 1.." + std::to_string(kTopKMaxK) + " for fused_topk on sm_90a, got " +
                          std::to_string(p.k));
     FusedLockstepPlan& lp = plan.lockstep;
-    lp.cap = sm90::fused_topk_capacity(p.cache.format, h, rows, d.smem_optin);
+    lp.cap = sm90::fused_topk_capacity(p.cache.format, p.accuracy, h, rows, d.smem_optin);
     const int32_t need = fused_topk_min_capacity(p.cache.format, p.accuracy, h, rows, p.k);
     if (lp.cap < need)
       return unsupported("k: fused_topk on sm_90a holds " + std::to_string(lp.cap) + " candidates per row for H = " +

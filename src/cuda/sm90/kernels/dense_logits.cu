@@ -8,7 +8,7 @@
 //   rows first). 384 threads; 512 or 640 with a third or fourth consumer warpgroup
 //   (dense_consumer_wgs); groups of N = 256 on alternate tiles (dense_alternate256), or, with
 //   four, on shared tiles;
-//   dynamic shared memory scorer_smem_bytes<N>().
+//   dynamic shared memory scorer_smem_bytes<N, ...>().
 #include "cuda/sm90/kernels/dense_logits.h"
 #include "cuda/sm90/scorer/paged_scorer.cuh"
 #include "cuda/sm90/sinks/logits_sink.cuh"
@@ -83,7 +83,8 @@ __global__ void __launch_bounds__(128 * (1 + dense_consumer_wgs<kFormat, kHeads,
 
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 cudaError_t launch(const ScorerArgs& a, const LogitsOutput& out, cudaStream_t stream) {
-  constexpr size_t kSmem = scorer_smem_bytes<kHeads * kRows, kFormat == CacheFormat::kMxfp4>();
+  constexpr size_t kSmem =
+      scorer_smem_bytes<kHeads * kRows, kFormat == CacheFormat::kMxfp4, fp16_chain(kFormat, kAccuracy)>();
   return launch_scorer_kernel<128 * (1 + dense_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>())>(
       dense_logits_kernel<kFormat, kHeads, kRows, kAccuracy>, kSmem, stream, a, out);
 }

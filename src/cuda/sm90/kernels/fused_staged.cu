@@ -518,6 +518,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   prof.flush(threadIdx.x == 0, staged_profile_sums());
 }
 
+// The exact mode's scorer layout, the larger one (fp8: f16 queries): it sizes both modes'
+// launches; a kProduction kernel carves its own, smaller, from the same base.
 template <CacheFormat kFormat, int kHeads, int kRows>
 using StagedSmem = typename PagedScorer<kFormat, kHeads, kRows, ScoreAccuracy::kExact, 3, kStagedRing<kRows>>::Smem;
 static_assert(staged_smem_bytes<StagedSmem<CacheFormat::kFp8E4M3, 64, 2>>(cuda::kFusedStagedPairMaxChunk, 2) +

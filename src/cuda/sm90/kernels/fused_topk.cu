@@ -44,9 +44,9 @@
 //   them all on named barrier 6); selection runs on consumer
 //   warpgroups 1-2 (named barriers 2, 3 per warpgroup, or 1 for both), as do the finish and
 //   output writes (named barrier 1).
-// Shared memory: the scorer's (N = 256: fp8 131 KiB, mxfp4 139 KiB) + 8 KiB of radix
-//   histogram + R x cap x 8 B of candidates, cap = what fits under the opt-in limit
-//   (H200, H = 64, R = 4: fp8 2,746, mxfp4 2,458).
+// Shared memory: the scorer's (N = 256: fp8 99 KiB, 131 KiB in exact mode; mxfp4 139 KiB)
+//   + 8 KiB of radix histogram + R x cap x 8 B of candidates, cap = what fits under the
+//   opt-in limit (227 KiB, H = 64, R = 4: fp8 3,768, 2,744 in exact mode; mxfp4 2,456).
 // Decode rows take fused_staged.cu instead where its plan applies (a cluster per row segment;
 //   speculative rows while B x context <= 4M positions; the dispatch is in fused_topk()).
 // Measured (docs/experiments.md, 2026-12-03): bit-identical to dense + TopK everywhere; prefill
@@ -120,26 +120,28 @@ __global__ void __launch_bounds__(128 * (1 + fused_consumer_wgs<kFormat, kHeads,
   }
 }
 
-template <CacheFormat kFormat, int kHeads, int kRows>
-using LayoutOf = FusedLayout<ScorerSmem<kHeads * kRows, kFormat == CacheFormat::kMxfp4>, kRows>;
+template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
+using LayoutOf = FusedLayout<ScorerSmem<kHeads * kRows, kFormat == CacheFormat::kMxfp4, kScorerStages,
+                                        fp16_chain(kFormat, kAccuracy)>,
+                             kRows>;
 
 // One accuracy mode's kernel, with its thread count (fused_consumer_wgs).
 template <CacheFormat kFormat, int kHeads, int kRows, bool kAlternate, ScoreAccuracy kAccuracy>
-cudaError_t launch_mode(const ScorerArgs& a, const FusedParams& f, size_t smem, cudaStream_t stream) {
+cudaError_t launch_mode(const ScorerArgs& a, const FusedParams& f, cudaStream_t stream) {
   constexpr int kWgs = fused_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>();
   if constexpr (kAlternate && kWgs != 2) {  // four warpgroups share tiles (cuda::fused_takes_alternate256)
     return cudaErrorInvalidConfiguration;
   } else {
     return launch_scorer_kernel<128 * (1 + kWgs)>(fused_topk_kernel<kFormat, kHeads, kRows, kAccuracy, kAlternate>,
-                                                  smem, stream, a, f);
+                                                  LayoutOf<kFormat, kHeads, kRows, kAccuracy>::bytes(f.cap), stream,
+                                                  a, f);
   }
 }
 template <CacheFormat kFormat, int kHeads, int kRows, bool kAlternate>
 cudaError_t launch(const ScorerArgs& a, const FusedParams& f, cudaStream_t stream) {
-  const size_t smem = LayoutOf<kFormat, kHeads, kRows>::bytes(f.cap);
   return a.accuracy == ScoreAccuracy::kProduction
-             ? launch_mode<kFormat, kHeads, kRows, kAlternate, ScoreAccuracy::kProduction>(a, f, smem, stream)
-             : launch_mode<kFormat, kHeads, kRows, kAlternate, ScoreAccuracy::kExact>(a, f, smem, stream);
+             ? launch_mode<kFormat, kHeads, kRows, kAlternate, ScoreAccuracy::kProduction>(a, f, stream)
+             : launch_mode<kFormat, kHeads, kRows, kAlternate, ScoreAccuracy::kExact>(a, f, stream);
 }
 // Groups of N = 256 on alternate or shared tiles; other groups take alternate tiles anyway.
 template <CacheFormat kFormat, int kHeads, int kRows>
@@ -152,12 +154,15 @@ cudaError_t launch(const ScorerArgs& a, const FusedParams& f, bool alternate, cu
 
 }  // namespace
 
-int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_group, size_t smem_limit) {
+int32_t fused_topk_capacity(CacheFormat format, ScoreAccuracy accuracy, int32_t heads, int32_t rows_per_group,
+                            size_t smem_limit) {
   return with_scorer_shape(format, heads, rows_per_group, int32_t{0}, [&]<CacheFormat kF, int kH, int kR>() {
-    constexpr size_t kFixed = LayoutOf<kF, kH, kR>::kFixed + (FI_CHECK_BARRIER_PHASES ? 1024 : 0);  // + static shared
-    if (smem_limit <= kFixed) return int32_t{0};
+    const size_t fixed = (accuracy == ScoreAccuracy::kExact ? LayoutOf<kF, kH, kR, ScoreAccuracy::kExact>::kFixed
+                                                            : LayoutOf<kF, kH, kR, ScoreAccuracy::kProduction>::kFixed) +
+                         (FI_CHECK_BARRIER_PHASES ? 1024 : 0);  // + static shared
+    if (smem_limit <= fixed) return int32_t{0};
     // Even: every row's keys start 16-byte aligned (the final sort's vector loads).
-    return int32_t(std::min<size_t>((smem_limit - kFixed) / (size_t(kR) * 8), 1 << 20)) & ~int32_t{1};
+    return int32_t(std::min<size_t>((smem_limit - fixed) / (size_t(kR) * 8), 1 << 20)) & ~int32_t{1};
   });
 }
 

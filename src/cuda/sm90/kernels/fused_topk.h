@@ -25,7 +25,8 @@ struct FusedTopKArgs {
 // layouts: candidate keys per row that the lockstep kernel of this shape holds within
 // smem_limit (0: no kernel for the shape), and the bytes of shared memory of the cluster path
 // for this group shape and chunk (SIZE_MAX: no kernel for the shape).
-int32_t fused_topk_capacity(CacheFormat format, int32_t heads, int32_t rows_per_group, size_t smem_limit);
+int32_t fused_topk_capacity(CacheFormat format, ScoreAccuracy accuracy, int32_t heads, int32_t rows_per_group,
+                            size_t smem_limit);
 size_t fused_staged_smem_bytes(CacheFormat format, int32_t heads, int32_t rows_per_cta, int64_t chunk);
 
 // Enqueues the cluster path (and the merge when rows have several segments).

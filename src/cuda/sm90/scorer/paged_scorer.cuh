@@ -83,9 +83,9 @@
 //   the start of every tile (two warpgroups on shared tiles), of every other tile (four),
 //   or of every consumer warpgroup's next tile (two to four tiles), so it can run group-wide
 //   work (the fused operator's compactions) between the steps' puts.
-// Shared memory: Q N x 128 B (fp8 caches: N x 256 B, room for the f16 queries of the
-//   exact mode) + 8 x (8 KiB keys + 256 B scales) + N weights + metadata; mxfp4 adds a
-//   raw ring of 9 x 4.5 KiB tiles (N = 256: fp8 131 KiB, mxfp4 139 KiB); register-key mxfp4:
+// Shared memory: Q N x 128 B (the FP16 chain's f16 queries: N x 256 B) + 8 x (8 KiB keys +
+//   256 B scales) + N weights + metadata; mxfp4 adds a raw ring of 9 x 4.5 KiB tiles
+//   (N = 256: fp8 99 KiB, 131 KiB in exact mode; mxfp4 139 KiB); register-key mxfp4:
 //   Q N x 128 B + 16 x (4 KiB raw keys + 256 B scale words) (N = 64: 77 KiB).
 #pragma once
 
@@ -216,14 +216,14 @@ struct Mxfp4RawRing {
 struct NoRawRing {};
 
 // kRing: key tiles in the ring (kScorerStages; the fused decode pairs take 7 to leave room for
-// their stages).
-template <int kN, bool kMx, int kRing = kScorerStages>
+// their stages). kF16Q: the queries are f16 (fp8 caches in exact mode, the FP16 chain).
+template <int kN, bool kMx, int kRing = kScorerStages, bool kF16Q = false>
 struct ScorerSmem {
   static constexpr bool kRegKeys = kMx && kN <= 128;
   static constexpr int kStages = kRegKeys ? 2 * kRing : kRing;
-  // fp8 queries [N, 128], swizzled; fp8 caches keep room for the kExact path's f16 queries:
-  // two [N, 64] f16 atoms (D in MMA order, load_queries), swizzled.
-  alignas(1024) uint8_t q[kN * (kMx ? 128 : 256)];
+  // Queries [N, 128] as fp8, E5M2 or s8, swizzled; kF16Q: two [N, 64] f16 atoms (D in MMA
+  // order, load_queries), swizzled.
+  alignas(1024) uint8_t q[kN * (kF16Q ? 256 : 128)];
   // [S][64, 128] keys (fp8), swizzled; register keys: [S][64, 64] packed E2M1 as stored, the
   // 16-byte chunk c of token r at chunk c ^ ((r >> 1) & 3) (raw_offset).
   alignas(1024) uint8_t k[kStages][cuda::kScorerTile * (kRegKeys ? 64 : 128)];
@@ -240,9 +240,9 @@ struct ScorerSmem {
   int32_t q_s8;       // mxfp4, N = 256: the queries are stored as s8 (the integer path)
 };
 
-template <int kN, bool kMx>
+template <int kN, bool kMx, bool kF16Q>
 constexpr size_t scorer_smem_bytes() {
-  return sizeof(ScorerSmem<kN, kMx>) + 1024;  // + alignment slack of the dynamic base
+  return sizeof(ScorerSmem<kN, kMx, kScorerStages, kF16Q>) + 1024;  // + alignment slack of the dynamic base
 }
 
 __device__ __forceinline__ float load_weight(const Queries& q, int64_t row, int h) {
@@ -321,7 +321,8 @@ struct PagedScorer {
   static constexpr uint32_t kEmptyArrivals = kShareTiles ? 256 : 128;
   static constexpr uint32_t kTurnBarrier = 4;  // + cw: "warpgroup cw's turn" (1-3: the fused sink)
   static_assert(kN % 32 == 0 && kN <= 256 && kRows <= 8, "unsupported group shape");
-  using Smem = ScorerSmem<kN, kMx, kRing>;
+  static constexpr bool kF16 = fp16_chain(kFormat, kAccuracy);
+  using Smem = ScorerSmem<kN, kMx, kRing, kF16>;
   static constexpr int kStages = Smem::kStages;
   static constexpr bool kRegKeys = Smem::kRegKeys;
   // The producer hands registers to the consumers (setmaxnreg 88 / 208 with two consumer
@@ -343,7 +344,6 @@ struct PagedScorer {
     if constexpr (kConsumerSetRegs > 0) ptx::regs_alloc<kConsumerSetRegs>();
   }
   static constexpr int kThreads = 128 * (1 + kConsumerWgs);
-  static constexpr bool kF16 = fp16_chain(kFormat, kAccuracy);
   static_assert(kConsumerWgs == 2 || (kConsumerWgs == 3 && ((kRegKeys && kNw <= 64) || (!kMx && kNw <= 128))) ||
                     (kConsumerWgs == 4 && !kMx && !kF16 && kNw <= 128),
                 "three consumer warpgroups: groups of N <= 64 on the register-key path, N <= 128 on the fp8 path; "
