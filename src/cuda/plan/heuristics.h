@@ -229,6 +229,8 @@ inline int32_t dense_prefill_rows(bool fp8, bool exact, int32_t heads) {
 // 2026-12-03): K = 2,048 20.22 -> 17.66 ms; K = 1,024 18.77 -> 17.56, K = 512 18.43 -> 17.45.
 // kProduction takes 4 rows, as the dense operator (dense_prefill_rows): four consumer
 // warpgroups share tiles (fused_consumer_wgs), so a key tile read from L2 serves 256 columns.
+// V3.2 K = 2,048: 12.12 -> 11.36 ms against pairs of rows on four warpgroups (H100, one call,
+// 2026-12-07; 12.61 while the queries kept the f16 room: 2,744 candidates, a vote every step).
 inline int32_t fused_prefill_rows(bool fp8, bool exact, int32_t heads) {
   return fp8 && exact && heads == 64 ? 2 : 0;
 }

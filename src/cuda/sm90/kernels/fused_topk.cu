@@ -51,7 +51,8 @@
 //   speculative rows while B x context <= 4M positions; the dispatch is in fused_topk()).
 // Measured (docs/experiments.md, 2026-12-03): bit-identical to dense + TopK everywhere; prefill
 //   8,192 x 65,536 at 0.95x of dense + TopK (V4-Pro), 0.97x (V4-Flash), 0.93x at K = 2048
-//   (V3.2, pairs of rows, three consumer warpgroups), 0.88x at H = 32 (GLM-5, groups of 4).
+//   (V3.2, exact mode, pairs of rows, three consumer warpgroups), 0.88x at H = 32 (GLM-5, groups
+//   of 4); V3.2 in production mode 0.98x (groups of 4, four warpgroups; H100, 2026-12-07).
 #include "cuda/sm90/kernels/fused_topk.h"
 #include "cuda/sm90/kernels/topk_over_logits.h"
 #include "cuda/sm90/scorer/paged_scorer.cuh"
