@@ -166,6 +166,48 @@ TEST(Plan, DenseFp8PrefillGroupsIgnoreTheFusedOnes) {
     }
   }
 }
+
+// The fused operator's fp8 prefill at H = 64: production takes the dense kernel's groups (4
+// rows, four consumer warpgroups on shared tiles: a step is two tiles, 128 keys per row, and
+// the votes are deferred), at every K; exact mode pairs of rows on three warpgroups. Without
+// the f16 query room a production group of 4 rows holds K + 4 deferred intervals of a step at
+// K = 2,048 (2 x 2 x 3 x 128 keys), so it votes every two steps, not every step.
+TEST(Plan, FusedFp8PrefillGroups) {
+  using namespace flashindexer::cuda;
+  IndexerProblem p = v32_prefill_shape();
+  for (const ScoreAccuracy mode : {ScoreAccuracy::kProduction, ScoreAccuracy::kExact}) {
+    for (const int32_t k : {512, 1024, 2048}) {
+      p.accuracy = mode;
+      p.k = k;
+      CallPlan fused, dense;
+      ASSERT_TRUE(plan_indexer(p, Operator::kFusedTopK, h200(), &fused).is_ok());
+      ASSERT_TRUE(plan_indexer(p, Operator::kDenseLogits, h200(), &dense).is_ok());
+      const std::string at = "mode " + std::to_string(int(mode)) + " k " + std::to_string(k);
+      ASSERT_EQ(fused.fused, FusedPath::kLockstep) << at;
+      const FusedLockstepPlan& l = fused.lockstep;
+      if (mode == ScoreAccuracy::kProduction) {
+        EXPECT_EQ(fused.scorer.rows_per_group, dense.scorer.rows_per_group) << at;
+        EXPECT_EQ(l.consumer_wgs, 4) << at;
+        EXPECT_FALSE(l.alternate256) << at;
+        EXPECT_EQ(l.step_puts, 128) << at;
+      } else {
+        EXPECT_EQ(fused.scorer.rows_per_group, 2) << at;
+        EXPECT_EQ(l.consumer_wgs, 3) << at;
+        EXPECT_EQ(l.step_puts, 192) << at;
+      }
+      EXPECT_EQ(fused.scorer.splits, 1) << at;
+      EXPECT_GT(l.max_sample, 0) << at;
+      EXPECT_EQ(l.max_sample % (l.step_puts / 64), 0) << at << ": whole steps of tiles";
+      EXPECT_GE(int64_t(l.cap), int64_t(l.vote_limit) + 3 * int64_t(l.vote_every) * l.step_puts) << at;
+    }
+  }
+  p.accuracy = ScoreAccuracy::kProduction;
+  p.k = 2048;
+  CallPlan v32;
+  ASSERT_TRUE(plan_indexer(p, Operator::kFusedTopK, h200(), &v32).is_ok());
+  EXPECT_GE(v32.lockstep.cap, 2048 + 2 * 2 * 3 * 128);
+  EXPECT_EQ(v32.lockstep.vote_every, 2);
+}
 #endif
 
 }  // namespace

@@ -30,7 +30,7 @@ struct DeviceLimits {
 struct FusedLockstepPlan {
   int32_t cap = 0;            // candidate keys per row in shared memory
   bool alternate256 = false;  // groups of N = 256 on alternate tiles (both warpgroups score every row)
-  int32_t consumer_wgs = 2;   // consumer warpgroups (3: 512 threads)
+  int32_t consumer_wgs = 2;   // consumer warpgroups (3: 512 threads, 4: 640)
   int32_t step_puts = 0;      // appends per row and step
   int32_t vote_every = 1;     // steps between compaction votes
   uint32_t vote_limit = 0;    // a row past it compacts at the next vote
