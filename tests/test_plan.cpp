@@ -170,42 +170,42 @@ TEST(Plan, DenseFp8PrefillGroupsIgnoreTheFusedOnes) {
 // The fused operator's fp8 prefill at H = 64: production takes the dense kernel's groups (4
 // rows, four consumer warpgroups on shared tiles: a step is two tiles, 128 keys per row, and
 // the votes are deferred), at every K; exact mode pairs of rows on three warpgroups. Without
-// the f16 query room a production group of 4 rows holds K + 4 deferred intervals of a step at
-// K = 2,048 (2 x 2 x 3 x 128 keys), so it votes every two steps, not every step.
+// the f16 query room a production group of 4 rows holds K plus twice three deferred intervals
+// of two steps at K = 2,048 (2 x 3 x 2 x 128 keys), so it votes every two steps.
 TEST(Plan, FusedFp8PrefillGroups) {
   using namespace flashindexer::cuda;
-  IndexerProblem p = v32_prefill_shape();
-  for (const ScoreAccuracy mode : {ScoreAccuracy::kProduction, ScoreAccuracy::kExact}) {
-    for (const int32_t k : {512, 1024, 2048}) {
-      p.accuracy = mode;
-      p.k = k;
-      CallPlan fused, dense;
-      ASSERT_TRUE(plan_indexer(p, Operator::kFusedTopK, h200(), &fused).is_ok());
-      ASSERT_TRUE(plan_indexer(p, Operator::kDenseLogits, h200(), &dense).is_ok());
-      const std::string at = "mode " + std::to_string(int(mode)) + " k " + std::to_string(k);
-      ASSERT_EQ(fused.fused, FusedPath::kLockstep) << at;
-      const FusedLockstepPlan& l = fused.lockstep;
-      if (mode == ScoreAccuracy::kProduction) {
-        EXPECT_EQ(fused.scorer.rows_per_group, dense.scorer.rows_per_group) << at;
-        EXPECT_EQ(l.consumer_wgs, 4) << at;
-        EXPECT_FALSE(l.alternate256) << at;
-        EXPECT_EQ(l.step_puts, 128) << at;
-      } else {
-        EXPECT_EQ(fused.scorer.rows_per_group, 2) << at;
-        EXPECT_EQ(l.consumer_wgs, 3) << at;
-        EXPECT_EQ(l.step_puts, 192) << at;
-      }
-      EXPECT_EQ(fused.scorer.splits, 1) << at;
-      EXPECT_GT(l.max_sample, 0) << at;
-      EXPECT_EQ(l.max_sample % (l.step_puts / 64), 0) << at << ": whole steps of tiles";
-      EXPECT_GE(int64_t(l.cap), int64_t(l.vote_limit) + 3 * int64_t(l.vote_every) * l.step_puts) << at;
+  auto plan_of = [](ScoreAccuracy mode, int32_t k, Operator op) {
+    IndexerProblem p = v32_prefill_shape();
+    p.accuracy = mode;
+    p.k = k;
+    CallPlan c;
+    EXPECT_TRUE(plan_indexer(p, op, h200(), &c).is_ok());
+    return c;
+  };
+  const int32_t ks[] = {512, 1024, 2048};
+  for (const int32_t k : ks) {
+    const CallPlan prod = plan_of(ScoreAccuracy::kProduction, k, Operator::kFusedTopK);
+    const CallPlan exact = plan_of(ScoreAccuracy::kExact, k, Operator::kFusedTopK);
+    EXPECT_EQ(prod.scorer.rows_per_group,
+              plan_of(ScoreAccuracy::kProduction, k, Operator::kDenseLogits).scorer.rows_per_group)
+        << k;
+    EXPECT_EQ(prod.lockstep.consumer_wgs, 4) << k;
+    EXPECT_FALSE(prod.lockstep.alternate256) << k;
+    EXPECT_EQ(prod.lockstep.step_puts, 128) << k;
+    EXPECT_EQ(exact.scorer.rows_per_group, 2) << k;
+    EXPECT_EQ(exact.lockstep.consumer_wgs, 3) << k;
+    EXPECT_EQ(exact.lockstep.step_puts, 192) << k;
+    for (const CallPlan* c : {&prod, &exact}) {
+      const FusedLockstepPlan& l = c->lockstep;
+      EXPECT_EQ(c->fused, FusedPath::kLockstep) << k;
+      EXPECT_EQ(c->scorer.splits, 1) << k;
+      EXPECT_GT(l.max_sample, 0) << k;
+      EXPECT_EQ(l.max_sample % (l.step_puts / 64), 0) << k << ": whole steps of tiles";
+      EXPECT_GE(int64_t(l.cap), int64_t(l.vote_limit) + 3 * int64_t(l.vote_every) * l.step_puts) << k;
     }
   }
-  p.accuracy = ScoreAccuracy::kProduction;
-  p.k = 2048;
-  CallPlan v32;
-  ASSERT_TRUE(plan_indexer(p, Operator::kFusedTopK, h200(), &v32).is_ok());
-  EXPECT_GE(v32.lockstep.cap, 2048 + 2 * 2 * 3 * 128);
+  const CallPlan v32 = plan_of(ScoreAccuracy::kProduction, 2048, Operator::kFusedTopK);
+  EXPECT_GE(v32.lockstep.cap, 2048 + 2 * 3 * 2 * 128);
   EXPECT_EQ(v32.lockstep.vote_every, 2);
 }
 #endif
