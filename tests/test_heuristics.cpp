@@ -280,6 +280,12 @@ TEST(Heuristics, FusedStepPutsFollowTheTileSharing) {
   EXPECT_EQ(fused_step_puts(32, 4, false, 3), 192);
   EXPECT_EQ(fused_step_puts(64, 4, false, 3), 64);   // shared tiles: one tile per pair of warpgroups
   EXPECT_EQ(fused_step_puts(64, 4, false, 4), 128);  // four: two pairs, two tiles
+  using flashindexer::cuda::fused_votes_per_warpgroup;
+  EXPECT_TRUE(fused_votes_per_warpgroup(64, 4, false, 2));   // two warpgroups on shared tiles: own rows
+  EXPECT_TRUE(fused_votes_per_warpgroup(32, 8, false, 2));
+  EXPECT_FALSE(fused_votes_per_warpgroup(64, 4, false, 4));  // four on shared tiles: two on each row
+  EXPECT_FALSE(fused_votes_per_warpgroup(64, 4, true, 2));   // alternate tiles: every warpgroup, every row
+  EXPECT_FALSE(fused_votes_per_warpgroup(64, 2, false, 4));  // N = 128
 }
 
 // More consumer warpgroups on fp8 groups of N = 128 (V3.2 pairs of rows, GLM-5 groups of 4,

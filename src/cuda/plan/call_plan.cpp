@@ -25,8 +25,8 @@ struct StepShape {
 StepShape step_shape(CacheFormat format, ScoreAccuracy accuracy, int32_t heads, int32_t rows_per_group,
                      bool alternate256) {
   const int32_t wgs = fused_consumer_wgs(format, accuracy, heads, rows_per_group);
-  const bool own_rows = heads * rows_per_group == 256 && !alternate256 && wgs == 2;
-  return {fused_step_puts(heads, rows_per_group, alternate256, wgs), !own_rows};
+  return {fused_step_puts(heads, rows_per_group, alternate256, wgs),
+          !fused_votes_per_warpgroup(heads, rows_per_group, alternate256, wgs)};
 }
 
 constexpr int32_t kMaxVoteEvery = 8;  // steps between compaction votes, at most (1 measured slower)

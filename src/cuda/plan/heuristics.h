@@ -288,6 +288,14 @@ inline constexpr int32_t fused_consumer_wgs(bool fp8, bool exact, int32_t heads,
   return fp8 ? dense_consumer_wgs(fp8, exact, heads, rows_per_group) : 2;
 }
 
+// Whether each consumer warpgroup of the fused lockstep kernel owns rows and votes alone (two
+// warpgroups on shared tiles of N = 256); else the votes are deferred (fused_vote_plan): every
+// warpgroup scores every row, or four share tiles, two on each row.
+inline constexpr bool fused_votes_per_warpgroup(int32_t heads, int32_t rows_per_group, bool alternate256,
+                                                int32_t consumer_wgs) {
+  return heads * rows_per_group == 256 && !alternate256 && consumer_wgs == 2;
+}
+
 // The least capacity for K: K plus one vote interval of one step (the vote is exact: it asks
 // whether an append crossed the limit, fused_topk.cu), and the final sort's power of two >= K,
 // 512 at least (its network sorts 8 keys per thread on at least two warps: bitonic_sort.cuh).

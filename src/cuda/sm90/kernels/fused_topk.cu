@@ -103,8 +103,8 @@ __global__ void __launch_bounds__(128 * (1 + fused_consumer_wgs<kFormat, kHeads,
   } else {
     Core::consumer_registers();
     const int t = threadIdx.x - 128;
-    SelectSink<kRows, step_puts(kHeads, kRows, kAlternate, kWgs), Core::kShareTiles && kWgs == 2, Core::kSampledOrder,
-               kWgs>
+    SelectSink<kRows, step_puts(kHeads, kRows, kAlternate, kWgs),
+               cuda::fused_votes_per_warpgroup(kHeads, kRows, kAlternate, kWgs), Core::kSampledOrder, kWgs>
         sink{
         st, keys, f.cap, f.k, uint32_t(f.vote_every - 1), f.vote_limit};
     const long long t0 = sink.clock.now();
