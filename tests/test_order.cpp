@@ -54,6 +54,30 @@ TEST(Order, OrderedBitsIsFloatKeyWithoutNaNCanonicalization) {
   for (float x : {-kInf, -0.0f, 0.0f, kInf, -1.0f, 1.0f}) EXPECT_EQ(ordered_bits(x), float_key(x)) << x;
 }
 
+// The fused scorer's gate (paged_scorer.cuh, GatesPuts): a score whose ordered bits are below
+// the high word of a row's threshold tau has a rank key below tau at every position, so
+// dropping it before the put (which appends only keys > tau) changes nothing. Thresholds
+// from real keys (the guess, compactions), NaN scores and equal high words included.
+TEST(Order, ScoresBelowTheGateNeverBeatTheThreshold) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint32_t> any;
+  const uint32_t specials[] = {0x7FC00000u, 0xFFC00000u, 0x7F800000u, 0xFF800000u, 0u, 0x80000000u, 0x3F800000u};
+  int64_t gated = 0;
+  for (int i = 0; i < 2000000; ++i) {
+    const uint32_t vb = i % 16 == 0 ? specials[(i / 16) % std::size(specials)] : any(rng);
+    const float v = std::bit_cast<float>(vb);
+    // tau: 0 (the start), or a key whose score is near v's (shared high words are the edge)
+    const uint32_t tb = i % 5 == 0 ? vb ^ (any(rng) & 3u) : any(rng);
+    const uint64_t tau = i % 97 == 0 ? 0ull : rank_key(std::bit_cast<float>(tb), int32_t(any(rng) >> 1));
+    const int32_t pos = int32_t(any(rng) >> 1);
+    if (ordered_bits(v) < uint32_t(tau >> 32)) {
+      ++gated;
+      ASSERT_LE(rank_key(v, pos), tau) << std::hex << vb << " " << tau;
+    }
+  }
+  EXPECT_GT(gated, 100000);
+}
+
 TEST(Order, RankKeyBreaksTiesByLowerPosition) {
   EXPECT_GT(rank_key(1.0f, 3), rank_key(1.0f, 4));
   EXPECT_GT(rank_key(std::nanf(""), 0), rank_key(-std::nanf(""), 1));

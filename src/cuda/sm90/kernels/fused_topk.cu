@@ -9,7 +9,8 @@
 // Algorithm: a scorer CTA (a group of R rows, one split of the positions) with a selecting sink.
 //   Each row owns a buffer of `cap` rank keys in shared memory and a threshold tau (0 at first,
 //   then a floor at or below the row's K-th best key): a score whose rank key beats tau is appended
-//   (shared atomic). The sink steps with both consumer warpgroups (a step is a pair of tiles, or
+//   (shared atomic). The consumers drop the scores below tau's high word (the row's gate, a
+//   register reloaded after the steps that raise tau) before they build a rank key. The sink steps with both consumer warpgroups (a step is a pair of tiles, or
 //   one tile where they share tiles); every `vote_every` steps (a power of two up to 8, chosen on
 //   the host from the free room) a vote asks whether an append took a row past the limit (room
 //   for the intervals before its compaction is kept below the end of its buffer: the thread
@@ -20,7 +21,8 @@
 //   consumer warpgroups take alternate tiles where the buffers hold 2 K keys, 1,024 of them
 //   above K (cuda::fused_takes_alternate256), else share tiles: each warpgroup scores rows of
 //   its own and votes (bar.red.or) and compacts alone (128 threads). Otherwise a vote is
-//   deferred (tags and an mbarrier, acted on one vote later; three intervals of room): every
+//   deferred (tags and an mbarrier, acted on one vote later; three intervals of room; the append
+//   that crosses the limit tags the next vote at once): every
 //   consumer warpgroup scores every row (N = 256 on alternate tiles, and every N < 256: fp8
 //   pairs of rows at H = 64 in exact mode on three warpgroups), or four share tiles (fp8 at
 //   H = 64 in kProduction, groups of 4 rows as the dense kernel's: cuda::fused_prefill_rows,

@@ -96,6 +96,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/rank_key.h"
 #include "core/row_window.h"
 #include "cuda/plan/heuristics.h"
 #include "cuda/sm90/common/diagnostics.h"
@@ -187,6 +188,14 @@ inline constexpr int kScorerStages = 8;  // key tiles in the ring (16 raw tiles 
 // slower (docs/experiments.md, 2026-12-04).
 template <class Sink>
 concept AsksRegKeyPairs = requires { requires Sink::kRegKeyPairs; };
+
+// Sinks with a gate (the fused operator's): a row's gate(r) is a lower bound of the float_key
+// of every score its put would keep (the high word of the row's threshold), constant between
+// two of the sink's steps; a step that may have raised it returns true. LaneRows keeps it in
+// a register per output and drops scores below it before the put (two instructions instead
+// of the put's rank key and its 64-bit compare with the threshold in shared memory).
+template <class Sink>
+concept GatesPuts = requires(const Sink& s) { s.gate(0); };
 
 // What a sink's put receives as `row`: the global row, or a handle that the sink derives from
 // it once per consumer (Sink::row_key; the logits sink's element offset of the row).
@@ -1334,6 +1343,7 @@ struct PagedScorer {
     int64_t row_of[kOut];
     int32_t start[kOut], end[kOut];
     float probe[kOut];
+    uint32_t gate[kOut];  // GatesPuts sinks: the row's gate as of the last step that raised it
     uint32_t rows_mask = 0;
     int64_t lo = 0, hi = -1;  // tiles whose first position p has lo <= p <= hi lie in every window
     template <class Sink>
@@ -1348,12 +1358,28 @@ struct PagedScorer {
         start[w] = owner ? gr.start : 0;
         end[w] = owner ? gr.end : 0;
         probe[w] = 0.0f;
+        gate[w] = 0u;  // no score is below it
         rows_mask |= 1u << r_of[w];
         lo32 = max(lo32, start[w]);
         hi32 = min(hi32, end[w]);
       }
       lo = lo32;
       hi = int64_t(hi32) - cuda::kScorerTile;
+    }
+    template <class Sink>
+    __device__ void regate(const Sink& sink) {
+#pragma unroll
+      for (int w = 0; w < kOut; ++w) gate[w] = sink.gate(r_of[w]);
+    }
+    // Whether score v of output w goes to the sink: every score without a gate, else those
+    // whose ordered bits reach it (ordered_bits >= float_key, also for a NaN: exact).
+    template <class Sink>
+    __device__ bool passes(int w, float v) const {
+      if constexpr (GatesPuts<Sink>) {
+        return ordered_bits(v) >= gate[w];
+      } else {
+        return true;
+      }
     }
     // The tile whose first position is `first`, in the pass whose row mask is `mask`: out[w] *
     // ks at position first + m to every row in window.
@@ -1365,7 +1391,7 @@ struct PagedScorer {
         for (int w = 0; w < kOut; ++w) {
           const float v = scaled_score(out[w], ks);
           probe[w] = ptx::max_nan(probe[w], v);
-          sink.put(r_of[w], row_of[w], pos, v);
+          if (passes<Sink>(w, v)) sink.put(r_of[w], row_of[w], pos, v);
         }
         return;
       }
@@ -1374,7 +1400,7 @@ struct PagedScorer {
         if (((mask >> r_of[w]) & 1) && pos >= start[w] && pos < end[w]) {
           const float v = scaled_score(out[w], ks);
           probe[w] = ptx::max_nan(probe[w], v);
-          sink.put(r_of[w], row_of[w], pos, v);
+          if (passes<Sink>(w, v)) sink.put(r_of[w], row_of[w], pos, v);
         }
       }
     }
@@ -1668,7 +1694,12 @@ struct PagedScorer {
     }
     for (int j = 0, i = first; Sink::kLockstep ? j < steps : i < num_tiles; ++j, i += step) {
       if constexpr (Sink::kLockstep) {
-        sink.step(sm, t, j);
+        if constexpr (GatesPuts<Sink>) {
+          // (acts first: with step's own early return, ptxas tested its result on every step)
+          if (sink.acts(j) && sink.step(sm, t, j)) rows.regate(sink);
+        } else {
+          sink.step(sm, t, j);
+        }
         if (i >= num_tiles) continue;
       }
       const int stage_i = int(uint32_t(i) % kStages);
@@ -1691,6 +1722,10 @@ struct PagedScorer {
       }
       const uint64_t desc_k = desc_k0 + uint64_t(stage) * (sizeof(sm.k[0]) >> 4);  // the stage's tile
       const bool neg = !kMx && (ks0 < 0.0f || ks1 < 0.0f);
+      // Gated sinks take this lane's scale before the MMAs: one register through the head
+      // sums instead of two, which the gate's register needs there (at 112, the fused fp8
+      // loop otherwise spills it per tile); the other sinks keep the form their SASS has.
+      const float ks_early = (x & 1) ? ks1 : ks0;
       float s[kRowsW][2];
 #pragma unroll
       for (int r = 0; r < kRowsW; ++r) s[r][0] = s[r][1] = 0.0f;
@@ -1751,7 +1786,7 @@ struct PagedScorer {
       pass.seek(sm, tile);  // sampled orders have one pass: seek needs no monotone order
       float out[kOut];
       quad_reduce_scatter(s, x, out);
-      rows.put(sink, pass.tile_first(tile), m, pass.mask, out, (x & 1) ? ks1 : ks0);
+      rows.put(sink, pass.tile_first(tile), m, pass.mask, out, GatesPuts<Sink> ? ks_early : (x & 1) ? ks1 : ks0);
     }
     rows.flag_nan(sm);
   }

@@ -162,9 +162,9 @@ struct SelectSink {
   int32_t cap, k;
   uint32_t vote_mask;  // vote_every - 1
   uint32_t limit;      // FusedParams::vote_limit
-  bool crossed = false;  // since the last vote, one of this thread's appends took a row past limit
+  bool crossed = false;  // kOwnRows: since the last vote, one of this thread's appends took a row past limit
+  uint32_t vote_next = 0;  // otherwise: the next vote to be cast (the same on every consumer thread)
   uint32_t dropped = 0;  // FI_FUSED_PUTS = 2: the keys that beat tau (read by the votes, so kept)
-  uint32_t votes = 0;    // votes cast so far (the same on every consumer thread)
   FusedClock clock;
 
   // After the sample (step sm.order.sample, a vote step): each own row with enough sample
@@ -206,7 +206,9 @@ struct SelectSink {
 
   // Every row is at or below limit when an interval starts and gains at most vote_every x
   // kStepPuts keys in it, so appends stay in bounds. The count passes limit with exactly one
-  // append, whose index is limit: that thread remembers it for the vote.
+  // append, whose index is limit: that thread remembers it for the vote (kOwnRows), or
+  // publishes it in the next vote's tag at once (deferred votes: no flag to carry in a
+  // register through the steps; deferred_vote says why the slot is free to write).
   __device__ void put(int r, int64_t, int64_t pos, float v) {
     if constexpr (FI_FUSED_PUTS == 2) {  // the score and its compare stay live, the append is dropped
       const uint64_t rk = rank_key(v, int32_t(pos));
@@ -216,7 +218,11 @@ struct SelectSink {
       if (rk > st.tau[r]) {
         const uint32_t i = atomicAdd(&st.count[r], 1u);
         keys[size_t(r) * cap + i] = rk;
-        crossed |= i == limit;
+        if constexpr (kOwnRows) {
+          crossed |= i == limit;
+        } else if (i == limit) {
+          atomicMax(&st.vote_tag[vote_next & 3], vote_next + 1);
+        }
       }
     }
   }
@@ -229,11 +235,13 @@ struct SelectSink {
   // kOwnRows: the vote and the compactions involve only the warpgroup that owns the rows.
   // Whether step j votes (the rest return at once): the scorer's pipelined loop drains its
   // MMAs before such a step (paged_scorer.cuh, consume_tiles_s8_halves).
+  // Returns whether the step guessed or compacted one of this thread's rows (their taus, and
+  // so their gates, may have changed; the same on every thread that puts to the row).
   __device__ bool acts(int j) const { return FI_FUSED_VOTES && (uint32_t(j) & vote_mask) == 0; }
   template <class Smem>
-  __device__ void step(Smem& sm, int t, int j) {
+  __device__ bool step(Smem& sm, int t, int j) {
     const uint32_t step_index = uint32_t(j);  // the loop's step: uniform, so the vote check is a uniform branch
-    if (!acts(j)) return;
+    if (!acts(j)) return false;
     const long long t0 = clock.now();
     bool full = crossed;
     if constexpr (FI_FUSED_PUTS == 2) full = full || dropped == ~0u;
@@ -243,25 +251,32 @@ struct SelectSink {
         guess(sm, t);
         clock.add(kProfileGuessCycles, clock.now() - t0);
         clock.add(kProfileVotes, clock.now() - t0);
-        return;
+        return true;
       }
       constexpr int kMine = kRows / 2;
       const int cw = t >> 7, tw = t & 127, r0 = cw * kMine;
-      if (WgSync::any(full)) {
+      const bool act = WgSync::any(full);
+      if (act) {
         const uint32_t over = rows_over_limit<kMine>(r0);
         WgSync::sync();
         for (int r = 0; r < kMine; ++r)
           if ((over >> r) & 1) compact<WgSelect>(st.select.wg[cw], r0 + r, tw, keep_at_most(limit));
       }
+      clock.add(kProfileVotes, clock.now() - t0);
+      return act;
     } else {
-      const bool act = deferred_vote(votes++, full);
+      // The vote's index: the votes before it, one per vote_every steps (from the uniform
+      // step index rather than a per-thread counter, which took a register of the loop).
+      const uint32_t v = step_index >> __popc(vote_mask);
+      const bool act = deferred_vote(v, full);
+      vote_next = v + 1;
       if constexpr (kSampled) {
         if (kStepTiles * step_index == uint32_t(sm.order.sample) && sm.order.sample > 0) {
           const long long g0 = clock.now();
           guess(sm, t);
           clock.add(kProfileGuessCycles, clock.now() - g0);
           clock.add(kProfileVotes, clock.now() - t0);
-          return;
+          return true;
         }
       }
       if (act) {
@@ -274,14 +289,23 @@ struct SelectSink {
           selecting(t, [&] { compact_rows(over, t); });  // every thread has read the counts
         }
       }
+      clock.add(kProfileVotes, clock.now() - t0);
+      return act;
     }
-    clock.add(kProfileVotes, clock.now() - t0);
   }
 
-  // Vote v: publishes this thread's flag and arrives, then returns vote v - 1's answer (the
-  // same on every consumer thread) once all consumer threads have cast it. Slot v % 4 is not
-  // written again (vote v + 4) before every thread has read it: a thread casting v + 4 has
-  // seen every thread arrive at v + 2, after its read of v's slot (at vote v + 1).
+  // Row r's gate (GatesPuts, paged_scorer.cuh): the high word of its tau. Only put, guess and
+  // compact read or write tau, and a step that writes it returns true after a barrier that
+  // every thread putting to the row passes, so the gate read after it is the tau of the
+  // steps until the next such step.
+  __device__ uint32_t gate(int r) const { return uint32_t(st.tau[r] >> 32); }
+
+  // Vote v: arrives (its thread's appends that crossed the limit since vote v - 1 have tagged
+  // slot v % 4 already, in put), then returns vote v - 1's answer (the same on every consumer
+  // thread) once all consumer threads have cast it. Slot v % 4 is not written again (by an
+  // append between votes v + 3 and v + 4) before every thread has read it: a thread past
+  // vote v + 3 has seen every thread arrive at v + 2, after its read of v's slot (at vote
+  // v + 1). (full: FI_FUSED_PUTS = 2's timing-only flag.)
   // One arrival per warp (lane 0 after __any_sync) measured 0.5-1.4% slower (2026-12-03).
   __device__ bool deferred_vote(uint32_t v, bool full) {
     if (full) atomicMax(&st.vote_tag[v & 3], v + 1);
