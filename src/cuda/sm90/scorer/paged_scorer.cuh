@@ -1725,6 +1725,8 @@ struct PagedScorer {
       // Gated sinks take this lane's scale before the MMAs: one register through the head
       // sums instead of two, which the gate's register needs there (at 112, the fused fp8
       // loop otherwise spills it per tile); the other sinks keep the form their SASS has.
+      // Register keys get their scales from mma_tile_reg, so they take them after it.
+      constexpr bool kScaleEarly = GatesPuts<Sink> && !kRegKeys;
       const float ks_early = (x & 1) ? ks1 : ks0;
       float s[kRowsW][2];
 #pragma unroll
@@ -1786,7 +1788,7 @@ struct PagedScorer {
       pass.seek(sm, tile);  // sampled orders have one pass: seek needs no monotone order
       float out[kOut];
       quad_reduce_scatter(s, x, out);
-      rows.put(sink, pass.tile_first(tile), m, pass.mask, out, GatesPuts<Sink> ? ks_early : (x & 1) ? ks1 : ks0);
+      rows.put(sink, pass.tile_first(tile), m, pass.mask, out, kScaleEarly ? ks_early : (x & 1) ? ks1 : ks0);
     }
     rows.flag_nan(sm);
   }
