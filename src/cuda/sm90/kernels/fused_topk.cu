@@ -10,8 +10,9 @@
 //   Each row owns a buffer of `cap` rank keys in shared memory and a threshold tau (0 at first,
 //   then a floor at or below the row's K-th best key): a score whose rank key beats tau is appended
 //   (shared atomic). The consumers drop the scores below tau's high word (the row's gate, a
-//   register reloaded after the steps that raise tau) before they build a rank key. The sink steps with both consumer warpgroups (a step is a pair of tiles, or
-//   one tile where they share tiles); every `vote_every` steps (a power of two up to 8, chosen on
+//   register reloaded after the steps that raise tau) before they build a rank key. The sink
+//   steps with both consumer warpgroups (a step is a pair of tiles, or one tile where they
+//   share tiles); every `vote_every` steps (a power of two up to 8, chosen on
 //   the host from the free room) a vote asks whether an append took a row past the limit (room
 //   for the intervals before its compaction is kept below the end of its buffer: the thread
 //   whose append index is the limit knows it), and the threads that score the row compact it:
