@@ -225,7 +225,7 @@ TEST(Heuristics, AlternateTilesForGroupsOf256) {
   EXPECT_TRUE(dense_takes_alternate256(false, false, 64, 4));  // mxfp4, either mode
   EXPECT_TRUE(dense_takes_alternate256(false, true, 64, 4));
   EXPECT_TRUE(dense_takes_alternate256(false, false, 32, 8));  // H = 32
-  EXPECT_TRUE(dense_takes_alternate256(true, false, 32, 8));   // fp8 kProduction at H = 32: two warpgroups
+  EXPECT_FALSE(dense_takes_alternate256(true, false, 32, 8));  // fp8 kProduction: linear columns past 128 columns
   EXPECT_FALSE(dense_takes_alternate256(true, false, 64, 4));  // fp8 kProduction at H = 64: four share tiles
   EXPECT_FALSE(dense_takes_alternate256(true, true, 64, 4));   // the FP16 chain shares tiles
   EXPECT_FALSE(dense_takes_alternate256(true, true, 32, 8));
@@ -241,6 +241,7 @@ TEST(Heuristics, AlternateTilesForGroupsOf256) {
   EXPECT_FALSE(fused_takes_alternate256(64, 4, 2048, 2330));  // measured 2.9x slower there
   EXPECT_TRUE(fused_takes_alternate256(64, 4, 512, 2746));
   EXPECT_FALSE(fused_takes_alternate256(64, 4, 512, 2746, 4));  // four consumer warpgroups share tiles
+  EXPECT_FALSE(fused_takes_alternate256(64, 4, 512, 2746, 2, true));  // linear columns (fp8 kProduction)
   EXPECT_FALSE(fused_takes_alternate256(64, 4, 2048, 2746));  // V3.2
   // H = 32, fp8 rows of 8: cap 1,372. K = 512 leaves 860 free keys: measured slower there.
   EXPECT_FALSE(fused_takes_alternate256(32, 8, 512, 1372));

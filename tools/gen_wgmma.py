@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Generates the inline-PTX WGMMA wrappers of the scoring core (fp32 accumulators):
-  fp8:  src/cuda/sm90/wgmma_fp8.cuh     m64nNk32, e4m3 / e5m2, A and B from shared-memory descriptors;
+  fp8:  src/cuda/sm90/scorer/wgmma_fp8.cuh     m64nNk32, e4m3 / e5m2, A and B from shared-memory descriptors;
                                        e5m2 with A from registers
-  f16:  src/cuda/sm90/wgmma_f16_rs.cuh  m64nNk16, f16, A from registers, B from a descriptor
-  s8:   src/cuda/sm90/wgmma_s8.cuh      m64nNk32, s8 x s8 into s32 accumulators, both from descriptors
-Run: python3 tools/gen_wgmma.py fp8 > src/cuda/sm90/wgmma_fp8.cuh
-     python3 tools/gen_wgmma.py f16 > src/cuda/sm90/wgmma_f16_rs.cuh
-     python3 tools/gen_wgmma.py s8 > src/cuda/sm90/wgmma_s8.cuh"""
+  f16:  src/cuda/sm90/scorer/wgmma_f16_rs.cuh  m64nNk16, f16, A from registers, B from a descriptor
+  s8:   src/cuda/sm90/scorer/wgmma_s8.cuh      m64nNk32, s8 x s8 into s32 accumulators, both from descriptors
+Run: python3 tools/gen_wgmma.py fp8 > src/cuda/sm90/scorer/wgmma_fp8.cuh
+     python3 tools/gen_wgmma.py f16 > src/cuda/sm90/scorer/wgmma_f16_rs.cuh
+     python3 tools/gen_wgmma.py s8 > src/cuda/sm90/scorer/wgmma_s8.cuh"""
 import sys
 
 
@@ -77,8 +77,10 @@ def fp8(w):
     w("template <int N, Fp8Kind T>")
     w("struct Wgmma;")
     w("")
-    for ty, kind in (("e4m3", "kE4M3"), ("e5m2", "kE5M2")):
-        for n in (32, 64, 128, 256):
+    # e4m3 also N + 8 and N + 16: the production chain's head columns and linear columns
+    # (paged_scorer.cuh, linear_columns.h).
+    for ty, kind, ns in (("e4m3", "kE4M3", (32, 40, 64, 72, 128, 136, 144, 256)), ("e5m2", "kE5M2", (32, 64, 128, 256))):
+        for n in ns:
             regs = n // 2
             wrapper(w, f"template <>\nstruct Wgmma<{n}, Fp8Kind::{kind}> {{",
                     f"float (&d)[{regs}], uint64_t desc_a, uint64_t desc_b, int scale_d",

@@ -3,13 +3,15 @@
 # sources recompiled with extra flags (e.g. -DFI_FUSED_PROFILE=1) and relinked into copies of
 # the release CLI and tests, in build/v_NAME. One source's compile (~4 min for fused_topk.cu
 # on two cores) instead of a whole build tree; run several side by side.
-#   usage: tools/knob_variant.sh NAME "FLAGS" ["SOURCE ..." (default src/cuda/sm90/kernels/fused_topk.cu)]
+#   usage: [REL=build/release] [TREE=DIR] tools/knob_variant.sh NAME "FLAGS" ["SOURCE ..." (default src/cuda/sm90/kernels/fused_topk.cu)]
 #   then:  tools/pack_prebuilt.sh build/release build/v_NAME ...
+#   REL: the build to vary (a copy of an older build, say); TREE: compile the sources (and their
+#   headers) of another checkout, e.g. a `git worktree` of the commit REL was built from.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: $0 NAME \"FLAGS\" [\"SOURCE ...\"]" >&2; exit 2; }
 name=$1 flags=$2 sources=${3:-src/cuda/sm90/kernels/fused_topk.cu}
-rel=build/release out=$PWD/build/v_$name
+rel=${REL:-build/release} out=$PWD/build/v_$name tree=${TREE:-}
 [ -f "$rel/libflashindexer.a" ] || { echo "$rel is not built" >&2; exit 1; }
 mkdir -p "$out/tests"
 objs=()
@@ -19,6 +21,7 @@ for src in $sources; do
   [ -n "$compile" ] || { echo "no compile command for $src in $rel" >&2; exit 1; }
   # Drop the dependency-file flags and write the object into the variant's folder.
   compile=$(sed -E "s# -MD -MT [^ ]+ -MF [^ ]+##; s# -o [^ ]+\.o# -o $out/$obj#" <<< "$compile")
+  [ -n "$tree" ] && compile=$(sed -E "s#$PWD/(src|include)#$tree/\1#g" <<< "$compile")
   (cd "$rel" && eval "$compile $flags")
   objs+=("$out/$obj")
 done

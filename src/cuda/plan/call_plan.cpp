@@ -140,7 +140,9 @@ Status plan_indexer(const IndexerProblem& p, Operator op, const DeviceLimits& d,
                          std::to_string(h) + " with " + std::to_string(rows) + " rows per group in shared memory; k = " +
                          std::to_string(p.k) + " needs " + std::to_string(need));
     lp.consumer_wgs = fused_consumer_wgs(p.cache.format, p.accuracy, h, rows);
-    lp.alternate256 = fused_takes_alternate256(h, rows, p.k, lp.cap, lp.consumer_wgs);
+    lp.alternate256 = fused_takes_alternate256(
+        h, rows, p.k, lp.cap, lp.consumer_wgs,
+        takes_linear_columns(p.cache.format == CacheFormat::kFp8E4M3, p.accuracy == ScoreAccuracy::kExact));
     lp.step_puts = step_shape(p.cache.format, p.accuracy, h, rows, lp.alternate256).puts;
     const FusedVotePlan votes = fused_topk_vote_plan(p.cache.format, p.accuracy, h, rows, lp.alternate256, lp.cap, p.k);
     if (votes.limit < p.k)

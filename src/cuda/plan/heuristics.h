@@ -235,6 +235,11 @@ inline int32_t fused_prefill_rows(bool fp8, bool exact, int32_t heads) {
   return fp8 && exact && heads == 64 ? 2 : 0;
 }
 
+// The production FP8 chain of fp8 caches takes the linear part of its head sums on the tensor
+// cores: 2 relu(x) = x + |x|, and sum_h w_h x_h is the key's dot product with the row's
+// weighted query, three more MMA columns per row (paged_scorer.cuh, linear_columns.h).
+inline constexpr bool takes_linear_columns(bool fp8, bool exact) { return fp8 && !exact; }
+
 // Consumer warpgroups of the dense kernel (dense_logits.cu), each on every third (fourth) tile
 // where there are three (four), so the schedulers get more warps to issue from; else two:
 // - mxfp4 groups of N <= 64 (the register-key path: decode with next_n = 1 at H = 64,
@@ -260,9 +265,11 @@ inline constexpr int32_t dense_consumer_wgs(bool fp8, bool exact, int32_t heads,
 // tile with 128 columns each. Measured on an H200, 8,192 x 65,536 (docs/experiments.md,
 // 2026-12-01; the fused operator's rule is fused_takes_alternate256). The dense operator takes them
 // on two consumer warpgroups outside the FP16 chain (fp8 in exact mode): V4-Pro 17.14 -> 14.87
-// ms, V3.2 kProduction 11.08 -> 10.53; four consumer warpgroups share tiles instead.
+// ms, V3.2 kProduction 11.08 -> 10.53; four consumer warpgroups share tiles instead. fp8 in
+// kProduction never takes them: each warpgroup's MMA carries linear columns past its head
+// columns (takes_linear_columns), and m64n256 has no room for them.
 inline constexpr bool dense_takes_alternate256(bool fp8, bool exact, int32_t heads, int32_t rows_per_group) {
-  return heads * rows_per_group == 256 && !(fp8 && exact) && dense_consumer_wgs(fp8, exact, heads, rows_per_group) == 2;
+  return heads * rows_per_group == 256 && !fp8 && dense_consumer_wgs(fp8, exact, heads, rows_per_group) == 2;
 }
 
 // Fused operator (fused_topk.cu): each row of a group keeps `cap` candidate keys in shared
@@ -314,11 +321,12 @@ inline int32_t fused_min_capacity(int32_t k, int32_t step_puts) {
 // K = 1024 [1,306] 18.27 -> 16.79, K = 2048 [282] 20.84 -> 59.94; fp8 (cap 2,746) K = 512
 // [2,234] 20.18 -> 18.59, K = 2048 [698] 20.89 -> 23.70 (kProduction 16.47 -> 18.64); H = 32 fp8
 // (rows of 8, cap 1,372) K = 512 [860] 11.41 -> 11.93. And cap >= fused_min_capacity(k, 128):
-// a vote interval of pairs fits. Only with two consumer warpgroups: four share tiles.
+// a vote interval of pairs fits. Only with two consumer warpgroups: four share tiles. Never
+// with linear columns (fp8 in kProduction: dense_takes_alternate256).
 inline constexpr int32_t kFusedAlternateFreeKeys = 1024;  // between the measured 860 (slower) and 1,306 (faster)
 inline bool fused_takes_alternate256(int32_t heads, int32_t rows_per_group, int32_t k, int32_t cap,
-                                     int32_t consumer_wgs = 2) {
-  return heads * rows_per_group == 256 && consumer_wgs == 2 && int64_t(2) * k <= cap &&
+                                     int32_t consumer_wgs = 2, bool linear_columns = false) {
+  return heads * rows_per_group == 256 && consumer_wgs == 2 && !linear_columns && int64_t(2) * k <= cap &&
          int64_t(cap) - k >= kFusedAlternateFreeKeys && cap >= fused_min_capacity(k, 128);
 }
 

@@ -28,6 +28,9 @@
 #ifndef FI_SCORER_EPILOGUE
 #define FI_SCORER_EPILOGUE 1  // timing, 0: no relu and weights, each score the plain sum of its accumulators
 #endif
+#ifndef FI_SCORER_LINEAR_HELD_PAIRS
+#define FI_SCORER_LINEAR_HELD_PAIRS 6  // four consumers with linear columns: weight pairs (float4) held in registers, of 8
+#endif
 #ifndef FI_SCORER_PRODUCER_CONVERT
 #define FI_SCORER_PRODUCER_CONVERT 1  // timing, 0: the mxfp4 producer of N = 256 copies and waits but stores nothing
 #endif

@@ -84,7 +84,8 @@ __global__ void __launch_bounds__(128 * (1 + dense_consumer_wgs<kFormat, kHeads,
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 cudaError_t launch(const ScorerArgs& a, const LogitsOutput& out, cudaStream_t stream) {
   constexpr size_t kSmem =
-      scorer_smem_bytes<kHeads * kRows, kFormat == CacheFormat::kMxfp4, fp16_chain(kFormat, kAccuracy)>();
+      scorer_smem_bytes<kHeads * kRows, kFormat == CacheFormat::kMxfp4, fp16_chain(kFormat, kAccuracy),
+                        scorer_q_rows(kFormat, kAccuracy, kHeads, kHeads * kRows)>();
   return launch_scorer_kernel<128 * (1 + dense_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>())>(
       dense_logits_kernel<kFormat, kHeads, kRows, kAccuracy>, kSmem, stream, a, out);
 }

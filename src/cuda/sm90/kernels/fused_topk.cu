@@ -126,14 +126,17 @@ __global__ void __launch_bounds__(128 * (1 + fused_consumer_wgs<kFormat, kHeads,
 
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 using LayoutOf = FusedLayout<ScorerSmem<kHeads * kRows, kFormat == CacheFormat::kMxfp4, kScorerStages,
-                                        fp16_chain(kFormat, kAccuracy)>,
+                                        fp16_chain(kFormat, kAccuracy),
+                                        scorer_q_rows(kFormat, kAccuracy, kHeads, kHeads * kRows)>,
                              kRows>;
 
 // One accuracy mode's kernel, with its thread count (fused_consumer_wgs).
 template <CacheFormat kFormat, int kHeads, int kRows, bool kAlternate, ScoreAccuracy kAccuracy>
 cudaError_t launch_mode(const ScorerArgs& a, const FusedParams& f, cudaStream_t stream) {
   constexpr int kWgs = fused_consumer_wgs<kFormat, kHeads, kRows, kAccuracy>();
-  if constexpr (kAlternate && kWgs != 2) {  // four warpgroups share tiles (cuda::fused_takes_alternate256)
+  // Four warpgroups share tiles, and linear columns do not fit m64n256 (cuda::fused_takes_alternate256).
+  if constexpr (kAlternate && (kWgs != 2 || cuda::takes_linear_columns(kFormat == CacheFormat::kFp8E4M3,
+                                                                      kAccuracy == ScoreAccuracy::kExact))) {
     return cudaErrorInvalidConfiguration;
   } else {
     return launch_scorer_kernel<128 * (1 + kWgs)>(fused_topk_kernel<kFormat, kHeads, kRows, kAccuracy, kAlternate>,

@@ -49,6 +49,11 @@
 //   token's fp32 scale; mxfp4: 2^(e_max - 127)) factors out of the head sum (a negative fp8
 //   scale c takes a path with relu(c x) = c min(x, 0)). mxfp4 queries' scales fold into
 //   the weights. mxfp4 values are rewritten as E5M2 on chip (fp4_convert.cuh).
+//   fp8 in kProduction (kLinear): twice the head sum is sum_h w[h] |acc[h]| (one FFMA per
+//   accumulator, |x| an operand modifier) plus the key's dot product with the row's weighted
+//   query, which the chain takes as linear columns after each warpgroup's head columns
+//   (m64n(N + 8), N + 16 at four rows per warpgroup: three e4m3 terms of qbar 2^s per row,
+//   linear_columns.h); their sum times 2^-s joins the head sum after the quad's reduction.
 // Warp roles (384 threads): warpgroup 0 produces key tiles into an 8-stage ring (mbarrier
 //   full/empty): fp8 bytes by cp.async straight to their swizzled place; mxfp4 by cp.async
 //   into a raw ring, then converted to E5M2 or s8 by the thread that copied them (two blocks
@@ -76,14 +81,16 @@
 //   one tile's head sums and puts under the next tile's first MMA group
 //   (consume_tiles_reg_pairs).
 //   When a consumer holds 128 columns or converts keys the producer gives it registers
-//   (setmaxnreg 88 / 208; with three consumers 40 / 152); its weights live in registers.
+//   (setmaxnreg 88 / 208; with three consumers 40 / 152); its weights live in registers
+//   (four consumers with linear columns: 6 of 8 pairs, the rest read per tile; Weights).
 // Sinks: put(r, row, position, score) for every in-window score (r: the row's index in
 //   the group; row: the global row, or the sink's handle of it, sink_row). A sink with
 //   kLockstep also gets step(sm, t) from every consumer thread at
 //   the start of every tile (two warpgroups on shared tiles), of every other tile (four),
 //   or of every consumer warpgroup's next tile (two to four tiles), so it can run group-wide
 //   work (the fused operator's compactions) between the steps' puts.
-// Shared memory: Q N x 128 B (the FP16 chain's f16 queries: N x 256 B) + 8 x (8 KiB keys +
+// Shared memory: Q N x 128 B (+ 8 or 16 linear rows per consumer warpgroup's columns; the
+//   FP16 chain's f16 queries: N x 256 B) + 8 x (8 KiB keys +
 //   256 B scales) + N weights + metadata; mxfp4 adds a raw ring of 9 x 4.5 KiB tiles
 //   (N = 256: fp8 99 KiB, 131 KiB in exact mode; mxfp4 139 KiB); register-key mxfp4:
 //   Q N x 128 B + 16 x (4 KiB raw keys + 256 B scale words) (N = 64: 77 KiB).
@@ -102,6 +109,7 @@
 #include "cuda/sm90/common/diagnostics.h"
 #include "cuda/sm90/common/ptx.cuh"
 #include "cuda/sm90/scorer/fp4_convert.cuh"
+#include "cuda/sm90/scorer/linear_columns.h"
 #include "cuda/sm90/scorer/sampled_start.h"
 #include "cuda/sm90/scorer/score_passes.h"
 #include "cuda/sm90/scorer/wgmma_f16_rs.cuh"
@@ -224,15 +232,26 @@ struct Mxfp4RawRing {
 };
 struct NoRawRing {};
 
+// Linear columns per consumer warpgroup of `cols` head columns (PagedScorer::kLinCols): 8 per
+// pair of rows (a row's three terms and a zero column, on the four lanes of a quad).
+constexpr int linear_columns(int heads, int cols) { return 8 * (cols / heads >= 2 ? cols / heads / 2 : 1); }
+// Query rows in shared memory: N, plus each consumer warpgroup's linear columns after its head
+// columns where the chain takes them (cuda::takes_linear_columns; N = 256: two column halves).
+constexpr int scorer_q_rows(CacheFormat format, ScoreAccuracy accuracy, int heads, int n) {
+  if (!cuda::takes_linear_columns(format == CacheFormat::kFp8E4M3, accuracy == ScoreAccuracy::kExact)) return n;
+  return n == 256 ? n + 2 * linear_columns(heads, n / 2) : n + linear_columns(heads, n);
+}
+
 // kRing: key tiles in the ring (kScorerStages; the fused decode pairs take 7 to leave room for
 // their stages). kF16Q: the queries are f16 (fp8 caches in exact mode, the FP16 chain).
-template <int kN, bool kMx, int kRing = kScorerStages, bool kF16Q = false>
+// kQRows: query rows (scorer_q_rows).
+template <int kN, bool kMx, int kRing = kScorerStages, bool kF16Q = false, int kQRows = kN>
 struct ScorerSmem {
   static constexpr bool kRegKeys = kMx && kN <= 128;
   static constexpr int kStages = kRegKeys ? 2 * kRing : kRing;
   // Queries [N, 128] as fp8, E5M2 or s8, swizzled; kF16Q: two [N, 64] f16 atoms (D in MMA
-  // order, load_queries), swizzled.
-  alignas(1024) uint8_t q[kN * (kF16Q ? 256 : 128)];
+  // order, load_queries), swizzled; with linear columns [kQRows, 128] (PagedScorer::q_row).
+  alignas(1024) uint8_t q[kQRows * (kF16Q ? 256 : 128)];
   // [S][64, 128] keys (fp8), swizzled; register keys: [S][64, 64] packed E2M1 as stored, the
   // 16-byte chunk c of token r at chunk c ^ ((r >> 1) & 3) (raw_offset).
   alignas(1024) uint8_t k[kStages][cuda::kScorerTile * (kRegKeys ? 64 : 128)];
@@ -247,11 +266,13 @@ struct ScorerSmem {
   int32_t num_tiles;
   SampleOrder order;  // the order of the CTA's tiles (plain unless the fused sink samples)
   int32_t q_s8;       // mxfp4, N = 256: the queries are stored as s8 (the integer path)
+  uint32_t lin_max[8];  // linear columns: the bits of each row's largest |qbar|
+  float lin_scale[8];   // linear columns: each row's 2^-s
 };
 
-template <int kN, bool kMx, bool kF16Q>
+template <int kN, bool kMx, bool kF16Q, int kQRows = kN>
 constexpr size_t scorer_smem_bytes() {
-  return sizeof(ScorerSmem<kN, kMx, kScorerStages, kF16Q>) + 1024;  // + alignment slack of the dynamic base
+  return sizeof(ScorerSmem<kN, kMx, kScorerStages, kF16Q, kQRows>) + 1024;  // + alignment slack of the dynamic base
 }
 
 __device__ __forceinline__ float load_weight(const Queries& q, int64_t row, int h) {
@@ -331,7 +352,17 @@ struct PagedScorer {
   static constexpr uint32_t kTurnBarrier = 4;  // + cw: "warpgroup cw's turn" (1-3: the fused sink)
   static_assert(kN % 32 == 0 && kN <= 256 && kRows <= 8, "unsupported group shape");
   static constexpr bool kF16 = fp16_chain(kFormat, kAccuracy);
-  using Smem = ScorerSmem<kN, kMx, kRing, kF16>;
+  // The production chain of fp8 caches: twice a head sum is sum_h w_h |x_h| (one FFMA per
+  // accumulator) plus the key's dot product with the row's weighted query, which the MMA
+  // takes as kLinCols more columns after each warpgroup's kNw head columns (linear_columns.h).
+  static constexpr bool kLinear =
+      cuda::takes_linear_columns(kFormat == CacheFormat::kFp8E4M3, kAccuracy == ScoreAccuracy::kExact);
+  static_assert(!(kLinear && kAlternate256), "linear columns need room past the head columns: N <= 128 per warpgroup");
+  static constexpr int kLinCols = kLinear ? linear_columns(kHeads, kNw) : 0;
+  static constexpr int kMmaN = kNw + kLinCols;  // a consumer warpgroup's MMA columns
+  static constexpr int kQRows = scorer_q_rows(kFormat, kAccuracy, kHeads, kN);
+  static_assert(kQRows == kN + (kShareTiles ? 2 : 1) * kLinCols, "scorer_q_rows and the warpgroups' columns agree");
+  using Smem = ScorerSmem<kN, kMx, kRing, kF16, kQRows>;
   static constexpr int kStages = Smem::kStages;
   static constexpr bool kRegKeys = Smem::kRegKeys;
   // The producer hands registers to the consumers (setmaxnreg 88 / 208 with two consumer
@@ -502,7 +533,7 @@ struct PagedScorer {
           *reinterpret_cast<unsigned short*>(sm.q + h * kN * 128 + ptx::sw128_offset(n, ka / 8) + (ka % 8) * 2) = hv.x;
         }
       } else {
-        *reinterpret_cast<uint4*>(sm.q + ptx::sw128_offset(n, c)) = v;
+        *reinterpret_cast<uint4*>(sm.q + ptx::sw128_offset(q_row(n), c)) = v;
       }
     }
     for (int n = tid; n < kN; n += kThreads) {
@@ -519,6 +550,63 @@ struct PagedScorer {
         }
       }
       sm.w[weight_slot(n)] = w;
+    }
+    if constexpr (kLinear) load_linear_columns<kLaunchThreads>(sm);
+  }
+
+  // The shared-memory row of query column n: a consumer warpgroup's kNw head columns, then its
+  // kLinCols linear columns.
+  __device__ static int q_row(int n) { return kLinear ? (n / kNw) * kMmaN + n % kNw : n; }
+
+  // The linear columns of row r (of a warpgroup's kRowsW rows), term t = 0, 1, 2: on lane
+  // x = 2 (r % 2) + (t == 2) of the quad, its column 2 x + (t == 1) of block r / 2, so that
+  // after the quad's reduce-scatter the lanes that put row r's scores hold the terms (add_linear).
+  __device__ static int linear_column(int r, int t) { return 8 * (r >> 1) + 2 * (2 * (r & 1) + (t == 2)) + (t == 1); }
+
+  // Per row of the group: qbar[d] = sum_h w_h q[h][d] in fp32 (heads in order: the same bits in
+  // every kernel), its largest magnitude, the scale 2^s that takes it to [128, 256) and the three
+  // e4m3 terms of qbar 2^s into the linear columns (the rest of them zero), 2^-s to lin_scale.
+  // A row whose qbar is not finite (an inf or NaN weight or query) gets NaN terms: its scores
+  // are NaN, where the exact ones are NaN or, with an infinite weight, possibly inf. All threads
+  // (two CTA barriers); load_queries' stores precede it.
+  template <int kLaunchThreads>
+  __device__ static void load_linear_columns(Smem& sm) {
+    const int tid = worker_index<kLaunchThreads>();
+    constexpr int kHalves = kShareTiles ? 2 : 1, kChunks = kHalves * kLinCols * 8;
+    for (int i = tid; i < kChunks; i += kThreads) {
+      const int half = i / (kLinCols * 8), c = i % 8, row = half * kMmaN + kNw + (i / 8) % kLinCols;
+      *reinterpret_cast<uint4*>(sm.q + ptx::sw128_offset(row, c)) = make_uint4(0, 0, 0, 0);
+    }
+    if (tid < kRows) sm.lin_max[tid] = 0;
+    __syncthreads();
+    constexpr int kItems = (kRows * 128 + kThreads - 1) / kThreads;  // (row, d) items per thread
+    float qbar[kItems];
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      const int i = tid + k * kThreads, r = i / 128, d = i % 128;
+      qbar[k] = 0.0f;
+      if (i >= kRows * 128) continue;
+#pragma unroll 8
+      for (int h = 0; h < kHeads; ++h) {
+        const int n = r * kHeads + h;
+        const __half_raw q = __nv_cvt_fp8_to_halfraw(sm.q[ptx::sw128_offset(q_row(n), d / 16) + d % 16], __NV_E4M3);
+        qbar[k] = fmaf(sm.w[weight_slot(n)], __half2float(__half(q)), qbar[k]);
+      }
+      atomicMax(&sm.lin_max[r], float_bits(fabsf(qbar[k])));
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      const int i = tid + k * kThreads, r = i / 128, d = i % 128;
+      if (i >= kRows * 128) continue;
+      const uint32_t amax = sm.lin_max[r];
+      const int s = linear_scale_exponent(amax);
+      E4m3Terms t{{kE4m3Nan, kE4m3Nan, kE4m3Nan}};
+      if (amax < 0x7F800000u) t = e4m3_terms(qbar[k] * bits_float(uint32_t(127 + s) << 23));
+      const int row = (r / kRowsW) * kMmaN + kNw;
+#pragma unroll
+      for (int j = 0; j < 3; ++j) sm.q[ptx::sw128_offset(row + linear_column(r % kRowsW, j), d / 16) + d % 16] = t.t[j];
+      if (d == 0) sm.lin_scale[r] = bits_float(uint32_t(127 - s) << 23);
     }
   }
 
@@ -818,25 +906,24 @@ struct PagedScorer {
   // ---------------------------------------------------------------- consumers
   // This thread's weights: columns col0 + 8 b + 2 (lane % 4) + {0, 1}, b < kNw / 8; in
   // registers, or (256 columns: 64 registers beside 128 accumulators) read from shared
-  // memory at each use, blocks b and b + 1 (b even) in one 16-byte load (weight_slot).
+  // memory at each use, blocks b and b + 1 (b even) in one 16-byte load (weight_slot). Four
+  // consumer warpgroups with linear columns (112 registers, 68 accumulators) hold the first
+  // kHeldPairs of their kNw / 16 pairs and read the rest at each use.
   struct Weights {
-    static constexpr bool kHeld = kNw < 256;
     static constexpr int kPairs = kNw / 16;
-    float4 held[kHeld ? kPairs : 1];
+    static constexpr int kHeldPairs =
+        kNw >= 256 ? 0
+        : kLinear && kConsumerWgs == 4 && FI_SCORER_LINEAR_HELD_PAIRS < kPairs ? FI_SCORER_LINEAR_HELD_PAIRS
+                                                                                : kPairs;
+    float4 held[kHeldPairs > 0 ? kHeldPairs : 1];
     const float4* w4;
     __device__ Weights(const Smem& sm, int col0)
         : w4(reinterpret_cast<const float4*>(sm.w + col0) + (threadIdx.x & 3)) {
 #pragma unroll
-      for (int p = 0; p < (kHeld ? kPairs : 0); ++p) held[p] = w4[4 * p];
+      for (int p = 0; p < kHeldPairs; ++p) held[p] = w4[4 * p];
     }
     // Blocks 2 p (x, y) and 2 p + 1 (z, w).
-    __device__ float4 pair(int p) const {
-      if constexpr (kHeld) {
-        return held[p];
-      } else {
-        return w4[4 * p];
-      }
-    }
+    __device__ float4 pair(int p) const { return p < kHeldPairs ? held[p] : w4[4 * p]; }
     __device__ float2 operator[](int b) const {
       const float4 q = pair(b >> 1);
       return (b & 1) ? make_float2(q.z, q.w) : make_float2(q.x, q.y);
@@ -869,6 +956,25 @@ struct PagedScorer {
 #pragma unroll
     for (int e = 0; e < kE / 4; e += 2) {
       const float4 w = wr.pair((kB0 + e) / 2);
+      add(e, make_float2(w.x, w.y));
+      add(e + 1, make_float2(w.z, w.w));
+    }
+  }
+
+  // Linear columns (kLinear): adds this thread's share of sum_h w_h |x_h| over its two positions,
+  // in column order, one FFMA per accumulator (|x| is its operand modifier); acc's last
+  // kLinCols / 2 (the linear columns) are add_linear's.
+  __device__ static void add_abs_sums(const float (&acc)[kMmaN / 2], const Weights& wr, float (&s)[kRowsW][2]) {
+    auto add = [&](int e, float2 w) {
+      const int r = (e * 8) / kHeads;
+      s[r][0] = fmaf(fabsf(acc[4 * e]), w.x, s[r][0]);
+      s[r][0] = fmaf(fabsf(acc[4 * e + 1]), w.y, s[r][0]);
+      s[r][1] = fmaf(fabsf(acc[4 * e + 2]), w.x, s[r][1]);
+      s[r][1] = fmaf(fabsf(acc[4 * e + 3]), w.y, s[r][1]);
+    };
+#pragma unroll
+    for (int e = 0; e < kNw / 8; e += 2) {
+      const float4 w = wr.pair(e / 2);
       add(e, make_float2(w.x, w.y));
       add(e + 1, make_float2(w.z, w.w));
     }
@@ -1277,7 +1383,7 @@ struct PagedScorer {
       pass.seek(sm, k.tile);
       float out[kOut];
       quad_reduce_scatter(s, x, out);
-      rows.put(sink, pass.tile_first(k.tile), m, pass.mask, out, k.ks);
+      rows.put(sm, sink, pass.tile_first(k.tile), m, pass.mask, out, k.ks);
     };
     float acc[kNw / 2], p0[kNw / 2], p1[kNw / 2];
     for (int i = cw; i < num_tiles; i += 2 * kConsumerWgs) {
@@ -1310,19 +1416,20 @@ struct PagedScorer {
   // in a group that spans requests); seek() advances it as the tile index grows.
   struct PassCursor {
     int p = -1, next_begin = 0, tile_begin = 0;
-    int64_t first = 0;
+    int32_t first = 0;  // positions lie in int32 windows (GroupRow)
     uint32_t mask = 0;
     __device__ explicit PassCursor(const Smem& sm) { next_begin = sm.num_passes > 0 ? sm.passes[0].tile_begin : INT_MAX; }
     __device__ void seek(const Smem& sm, int i) {
       while (i >= next_begin) {
         const ScorePass& ps = sm.passes[++p];
         tile_begin = ps.tile_begin;
-        first = ps.first;
+        first = int32_t(ps.first);
         mask = ps.mask;
         next_begin = p + 1 < sm.num_passes ? sm.passes[p + 1].tile_begin : INT_MAX;
       }
     }
-    __device__ int64_t tile_first(int i) const { return first + int64_t(i - tile_begin) * cuda::kScorerTile; }
+    // The first position of tile i: inside the pass's union window, so an int32.
+    __device__ int32_t tile_first(int i) const { return first + (i - tile_begin) * cuda::kScorerTile; }
   };
 
   // Scores each lane hands to the sink per tile: after the quad's reduce-scatter, lane x
@@ -1337,15 +1444,18 @@ struct PagedScorer {
   // lane's rows, in a pass that holds them all, puts with no per-position checks (one test
   // per tile instead of three per put; kRowsW >= 2, where every lane puts). The probe is the
   // max.NaN of every score put, NaN exactly when one of them is (one instruction per put).
+  // With four consumer warpgroups (112 registers) the windows stay in shared memory, read
+  // on the tiles at their edges.
   struct LaneRows {
     static constexpr bool kInsideTiles = kRowsW >= 2;
+    static constexpr bool kEdgesShared = kInsideTiles && kConsumerWgs == 4;
     int r_of[kOut];
     int64_t row_of[kOut];
-    int32_t start[kOut], end[kOut];
+    int32_t start[kEdgesShared ? 1 : kOut], end[kEdgesShared ? 1 : kOut];
     float probe[kOut];
     uint32_t gate[kOut];  // GatesPuts sinks: the row's gate as of the last step that raised it
     uint32_t rows_mask = 0;
-    int64_t lo = 0, hi = -1;  // tiles whose first position p has lo <= p <= hi lie in every window
+    int32_t lo = 0, hi = -1;  // tiles whose first position p has lo <= p <= hi lie in every window
     template <class Sink>
     __device__ LaneRows(const Smem& sm, int row0, int x, const Sink& sink) {
       int32_t lo32 = INT32_MIN, hi32 = INT32_MAX;
@@ -1355,16 +1465,19 @@ struct PagedScorer {
         const GroupRow& gr = sm.rows[r_of[w]];
         const bool owner = kRowsW >= 2 || x < 2;
         row_of[w] = ptx::held(sink_row(sink, gr.row));
-        start[w] = owner ? gr.start : 0;
-        end[w] = owner ? gr.end : 0;
+        const int32_t st = owner ? gr.start : 0, en = owner ? gr.end : 0;
+        if constexpr (!kEdgesShared) {
+          start[w] = st;
+          end[w] = en;
+        }
         probe[w] = 0.0f;
         gate[w] = 0u;  // no score is below it
         rows_mask |= 1u << r_of[w];
-        lo32 = max(lo32, start[w]);
-        hi32 = min(hi32, end[w]);
+        lo32 = max(lo32, st);
+        hi32 = min(hi32, en);
       }
       lo = lo32;
-      hi = int64_t(hi32) - cuda::kScorerTile;
+      hi = hi32 - cuda::kScorerTile;  // hi32 = the least end >= 0
     }
     template <class Sink>
     __device__ void regate(const Sink& sink) {
@@ -1384,8 +1497,9 @@ struct PagedScorer {
     // The tile whose first position is `first`, in the pass whose row mask is `mask`: out[w] *
     // ks at position first + m to every row in window.
     template <class Sink>
-    __device__ void put(Sink& sink, int64_t first, int m, uint32_t mask, const float (&out)[kOut], float ks) {
-      const int64_t pos = first + m;
+    __device__ void put(const Smem& sm, Sink& sink, int32_t first, int m, uint32_t mask, const float (&out)[kOut],
+                        float ks) {
+      const int64_t pos = int64_t(first) + m;
       if (kInsideTiles && (mask & rows_mask) == rows_mask && first >= lo && first <= hi) {
 #pragma unroll
         for (int w = 0; w < kOut; ++w) {
@@ -1397,7 +1511,9 @@ struct PagedScorer {
       }
 #pragma unroll
       for (int w = 0; w < kOut; ++w) {
-        if (((mask >> r_of[w]) & 1) && pos >= start[w] && pos < end[w]) {
+        const int32_t st = kEdgesShared ? sm.rows[r_of[w]].start : start[w];
+        const int32_t en = kEdgesShared ? sm.rows[r_of[w]].end : end[w];
+        if (((mask >> r_of[w]) & 1) && pos >= st && pos < en) {
           const float v = scaled_score(out[w], ks);
           probe[w] = ptx::max_nan(probe[w], v);
           if (passes<Sink>(w, v)) sink.put(r_of[w], row_of[w], pos, v);
@@ -1439,6 +1555,24 @@ struct PagedScorer {
         const float send = b1 ? h[2 * w] : h[2 * w + 1];
         out[w] = keep + __shfl_xor_sync(0xFFFFFFFFu, send, 2);
       }
+    }
+  }
+
+  // Linear columns: out[w] (the quad's sum of add_abs_sums at this lane's row out_row(w, x) and
+  // position x & 1) plus the row's linear part, (t0 + t1) + t2 times 2^-s, taken with the sign
+  // of the key scale: 2 relu(c x) = c (x - |x|) for a key scale c < 0, and the caller scales by
+  // |c|. Lanes 2 y and 2 y + 1 hold terms t0, t1 and t2, 0 of row 2 w + y at both positions
+  // (linear_column): each adds its pair and swaps the other position's sum with its partner.
+  __device__ static void add_linear(const float (&acc)[kMmaN / 2], int x, const float (&lin_c)[kOut], bool neg,
+                                    float (&out)[kOut]) {
+#pragma unroll
+    for (int w = 0; w < kOut; ++w) {
+      const float* e = acc + kNw / 2 + 4 * w;
+      const float p0 = e[0] + e[1], p1 = e[2] + e[3];
+      const bool b0 = x & 1;
+      const float keep = b0 ? p1 : p0, send = b0 ? p0 : p1;
+      const float lin = keep + __shfl_xor_sync(0xFFFFFFFFu, send, 1);
+      out[w] = fmaf(lin, neg ? -lin_c[w] : lin_c[w], out[w]);
     }
   }
 
@@ -1556,7 +1690,7 @@ struct PagedScorer {
       ptx::fence_registers(acc);
       if constexpr (h == 1) ptx::mbar_arrive(&sm.empty[tl.stage]);
       pass.seek(sm, tl.tile);
-      const int64_t pos = pass.tile_first(tl.tile) + m;
+      const int64_t pos = int64_t(pass.tile_first(tl.tile)) + m;
       float s[kRowsW / 2][2];
 #pragma unroll
       for (int r = 0; r < kRowsW / 2; ++r) s[r][0] = s[r][1] = 0.0f;
@@ -1579,7 +1713,7 @@ struct PagedScorer {
         pass.seek(sm, tl.tile);
         float out[kOut];
         quad_reduce_scatter(s, x, out);
-        const int64_t pos = pass.tile_first(tl.tile) + m;
+        const int64_t pos = int64_t(pass.tile_first(tl.tile)) + m;
 #pragma unroll
         for (int w = 0; w < kOut; ++w) put(w, pos, scaled_score(out[w], tl.ks));
         return;
@@ -1659,16 +1793,17 @@ struct PagedScorer {
     // Shared tiles: warpgroup cw takes column half cw % 2 of every (kConsumerWgs / 2)-th tile.
     const int col0 = kShareTiles ? (kConsumerWgs == 4 ? cw % 2 : cw) * kNw : 0;
     const int row0 = col0 / kHeads;
-    const uint64_t desc_q = ptx::smem_desc_sw128(sm.q + col0 * 128);
+    const uint64_t desc_q = ptx::smem_desc_sw128(sm.q + q_row(col0) * 128);
     const uint64_t desc_k0 = ptx::smem_desc_sw128(sm.k[0]);
     LaneRows rows(sm, row0, x, sink);
+
     // part stays untouched (and costs no registers) in kProduction, where it is unused.
     // The E5M2 path's four k32 partials (kExact); kAlternate256 keeps them per 64-column slice.
     constexpr bool kPartials = kAccuracy != ScoreAccuracy::kProduction && !kF16 && !kRegKeys && !kUseS8;
     constexpr int kPart = kPartials && !kAlternate256 ? kNw / 2 : 0;
-    float acc[kNw / 2], part[kNw / 2];
+    float acc[kMmaN / 2], part[kMmaN / 2];
 #pragma unroll
-    for (int i = 0; i < (kUseS8 ? 0 : kNw / 2); ++i) acc[i] = 0.0f;
+    for (int i = 0; i < (kUseS8 ? 0 : kMmaN / 2); ++i) acc[i] = 0.0f;
 #pragma unroll
     for (int i = 0; i < kPart; ++i) part[i] = 0.0f;
     const Weights wr(sm, col0);
@@ -1721,12 +1856,12 @@ struct PagedScorer {
         ks1 = s8_key_scale(word1, wide);
       }
       const uint64_t desc_k = desc_k0 + uint64_t(stage) * (sizeof(sm.k[0]) >> 4);  // the stage's tile
-      const bool neg = !kMx && (ks0 < 0.0f || ks1 < 0.0f);
+      const bool neg = !kMx && !kLinear && (ks0 < 0.0f || ks1 < 0.0f);
       // Gated sinks take this lane's scale before the MMAs: one register through the head
       // sums instead of two, which the gate's register needs there (at 112, the fused fp8
       // loop otherwise spills it per tile); the other sinks keep the form their SASS has.
       // Register keys get their scales from mma_tile_reg, so they take them after it.
-      constexpr bool kScaleEarly = GatesPuts<Sink> && !kRegKeys;
+      constexpr bool kScaleEarly = (GatesPuts<Sink> || kLinear) && !kRegKeys;
       const float ks_early = (x & 1) ? ks1 : ks0;
       float s[kRowsW][2];
 #pragma unroll
@@ -1779,6 +1914,8 @@ struct PagedScorer {
             s[r][0] += acc[4 * e] + acc[4 * e + 1];
             s[r][1] += acc[4 * e + 2] + acc[4 * e + 3];
           }
+        } else if constexpr (kLinear) {
+          add_abs_sums(acc, wr, s);
         } else if (neg) {
           add_head_sums<true>(acc, wr, ks0 < 0.0f, ks1 < 0.0f, s);
         } else {
@@ -1788,7 +1925,14 @@ struct PagedScorer {
       pass.seek(sm, tile);  // sampled orders have one pass: seek needs no monotone order
       float out[kOut];
       quad_reduce_scatter(s, x, out);
-      rows.put(sink, pass.tile_first(tile), m, pass.mask, out, kScaleEarly ? ks_early : (x & 1) ? ks1 : ks0);
+      const float ks = kScaleEarly ? ks_early : (x & 1) ? ks1 : ks0;
+      if constexpr (kLinear && FI_SCORER_EPILOGUE != 0) {
+        float lin_c[kOut];  // 2^-s of this lane's rows (from shared memory: a register less through the loop)
+#pragma unroll
+        for (int w = 0; w < kOut; ++w) lin_c[w] = sm.lin_scale[row0 + out_row(w, x)];
+        add_linear(acc, x, lin_c, ks < 0.0f, out);
+      }
+      rows.put(sm, sink, pass.tile_first(tile), m, pass.mask, out, kLinear ? fabsf(ks) : ks);
     }
     rows.flag_nan(sm);
   }
