@@ -105,13 +105,19 @@ def bench_section(path, recs, keys):
     return head + "\n".join(rows) + "\n"
 
 
+def prefix_order(prefix):
+    """A results prefix DATE or DATE-N as (DATE, N): 2026-12-07 before 2026-12-07-2 before 2026-12-07-10."""
+    date, _, n = prefix[:10], prefix[10:11], prefix[11:]
+    return (date, int(n) if n.isdigit() else 0)
+
+
 def ab_files():
-    """Every same-call A/B file (*_ab_*.jsonl) of the newest date among them."""
+    """Every same-call A/B file (*_ab_*.jsonl) of the newest prefix (DATE or DATE-N) among them."""
     files = sorted(glob.glob(os.path.join(ROOT, "bench", "results", "*_ab_*.jsonl")))
     if not files:
         return []
-    date = os.path.basename(files[-1]).split("_")[0]
-    return [os.path.relpath(f, ROOT) for f in files if os.path.basename(f).startswith(date + "_")]
+    newest = max((os.path.basename(f).split("_")[0] for f in files), key=prefix_order)
+    return [os.path.relpath(f, ROOT) for f in files if os.path.basename(f).split("_")[0] == newest]
 
 
 def ab_section(path):
