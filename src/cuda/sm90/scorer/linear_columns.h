@@ -78,7 +78,6 @@ struct E4m3Terms {
 FI_HD E4m3Terms e4m3_terms(float v) {
   E4m3Terms out;
   float r = v;
-#pragma unroll
   for (int i = 0; i < 3; ++i) {
     out.t[i] = e4m3_rn(r);
     r -= e4m3_value(out.t[i]);
