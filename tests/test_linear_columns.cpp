@@ -4,6 +4,8 @@
 // sum_h w_h |x_h|, within 2^-11 M with qbar in three e4m3 terms.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -21,7 +23,7 @@ TEST(LinearColumns, E4m3ValueMatchesTheHostCodecOnEveryCode) {
     if (std::isnan(want)) {
       EXPECT_TRUE(std::isnan(got)) << "code " << c;
     } else {
-      EXPECT_EQ(float_bits(got), float_bits(want)) << "code " << c;  // -0 (0x80) included
+      EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want)) << "code " << c;  // -0 (0x80) included
     }
   }
 }
@@ -77,7 +79,7 @@ TEST(LinearColumns, RowScaleTakesTheLargestToOneTwentyEightUpToTwoFiftySix) {
   for (int e = -126; e <= 127; ++e) {
     const float amax = std::ldexp(mant(rng), e);
     if (!std::isfinite(amax)) continue;
-    const int s = linear_scale_exponent(float_bits(amax));
+    const int s = linear_scale_exponent(std::bit_cast<uint32_t>(amax));
     const double scaled = std::ldexp(double(amax), s);
     if (e >= -119) {
       EXPECT_GE(scaled, 128.0) << "amax 2^" << e;
@@ -110,7 +112,7 @@ TEST(LinearColumns, LinearPlusAbsoluteIsTwiceTheReluSum) {
       float v = 0.0f;
       for (int h = 0; h < kH; ++h) v = std::fma(w[h], e4m3_value(q[h * kD + d]), v);
       qbar[d] = v;
-      amax = std::max(amax, float_bits(std::fabs(v)));
+      amax = std::max(amax, std::bit_cast<uint32_t>(std::fabs(v)));
     }
     const int s = linear_scale_exponent(amax);
     std::vector<double> terms(kD);

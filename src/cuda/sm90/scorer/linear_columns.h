@@ -10,9 +10,9 @@
 // columns per row, their sum times 2^-s added to the head sum.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include "cuda/sm90/scorer/e2m1_e5m2.h"  // FI_HD
 
@@ -20,41 +20,22 @@ namespace flashindexer::sm90 {
 
 inline constexpr uint8_t kE4m3Nan = 0x7F;
 
-FI_HD uint32_t float_bits(float v) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(v);
-#else
-  uint32_t b;
-  std::memcpy(&b, &v, 4);
-  return b;
-#endif
-}
-FI_HD float bits_float(uint32_t b) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(b);
-#else
-  float v;
-  std::memcpy(&v, &b, 4);
-  return v;
-#endif
-}
-
 // The value of an e4m3 (fn) code: NaN for 0x7F / 0xFF.
 FI_HD float e4m3_value(uint8_t code) {
   const uint32_t e = (code >> 3) & 15u, m = code & 7u, sign = uint32_t(code >> 7) << 31;
-  if (e == 15 && m == 7) return bits_float(0x7FC00000u);
-  const float mag = e == 0 ? float(m) * 0x1p-9f : bits_float((e + 120u) << 23 | m << 20);
-  return bits_float(float_bits(mag) | sign);
+  if (e == 15 && m == 7) return std::bit_cast<float>(0x7FC00000u);
+  const float mag = e == 0 ? float(m) * 0x1p-9f : std::bit_cast<float>((e + 120u) << 23 | m << 20);
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(mag) | sign);
 }
 
 // e4m3 (fn) of a finite |v| < 464, rounded to nearest even (as the hardware's cvt.rn).
 FI_HD uint8_t e4m3_rn(float v) {
-  const uint32_t b = float_bits(v), sign = (b >> 24) & 0x80u, a = b & 0x7FFFFFFFu;
+  const uint32_t b = std::bit_cast<uint32_t>(v), sign = (b >> 24) & 0x80u, a = b & 0x7FFFFFFFu;
   if (a < 0x3C800000u) {  // below 2^-6: subnormal codes, m 2^-9 (m = 8 is 2^-6, code 0x08)
 #if defined(__CUDA_ARCH__)
-    const float m = rintf(bits_float(a) * 512.0f);
+    const float m = rintf(std::bit_cast<float>(a) * 512.0f);
 #else
-    const float m = std::nearbyint(bits_float(a) * 512.0f);
+    const float m = std::nearbyint(std::bit_cast<float>(a) * 512.0f);
 #endif
     return uint8_t(sign | uint32_t(m));
   }

@@ -592,7 +592,7 @@ struct PagedScorer {
         const __half_raw q = __nv_cvt_fp8_to_halfraw(sm.q[ptx::sw128_offset(q_row(n), d / 16) + d % 16], __NV_E4M3);
         qbar[k] = fmaf(sm.w[weight_slot(n)], __half2float(__half(q)), qbar[k]);
       }
-      atomicMax(&sm.lin_max[r], float_bits(fabsf(qbar[k])));
+      atomicMax(&sm.lin_max[r], std::bit_cast<uint32_t>(fabsf(qbar[k])));
     }
     __syncthreads();
 #pragma unroll
@@ -602,11 +602,11 @@ struct PagedScorer {
       const uint32_t amax = sm.lin_max[r];
       const int s = linear_scale_exponent(amax);
       E4m3Terms t{{kE4m3Nan, kE4m3Nan, kE4m3Nan}};
-      if (amax < 0x7F800000u) t = e4m3_terms(qbar[k] * bits_float(uint32_t(127 + s) << 23));
+      if (amax < 0x7F800000u) t = e4m3_terms(qbar[k] * std::bit_cast<float>(uint32_t(127 + s) << 23));
       const int row = (r / kRowsW) * kMmaN + kNw;
 #pragma unroll
       for (int j = 0; j < 3; ++j) sm.q[ptx::sw128_offset(row + linear_column(r % kRowsW, j), d / 16) + d % 16] = t.t[j];
-      if (d == 0) sm.lin_scale[r] = bits_float(uint32_t(127 - s) << 23);
+      if (d == 0) sm.lin_scale[r] = std::bit_cast<float>(uint32_t(127 - s) << 23);
     }
   }
 
