@@ -3,7 +3,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string>
+
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "core/safetensors.h"
 #include "test_util.h"
@@ -11,8 +14,12 @@
 namespace fit {
 namespace {
 
+// Unique per test and process: ctest runs the tests of this file side by side, and two of
+// them writing one name raced (one removed the file the other was reading).
 std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "flashindexer_" + name + ".safetensors";
+  const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
+  return ::testing::TempDir() + "flashindexer_" + (t != nullptr ? std::string(t->name()) + "_" : "") + name + "_" +
+         std::to_string(::getpid()) + ".safetensors";
 }
 
 void expect_same_problem(const HostProblem& a, const HostProblem& b) {
