@@ -930,8 +930,29 @@ struct PagedScorer {
     }
   };
 
-  // Adds this thread's share of twice the head sums of its two positions over its
-  // warpgroup's columns, in column order. 2 relu(x) = x + |x| is one FADD on the FMA pipe
+  // Adds this thread's share of sum_c w_c term(acc_c) at its two positions (p = 0, 1: m0, m1)
+  // to s, over kBlocks column blocks from block kB0 on, in column order (acc holds them from
+  // its start; kE accumulators, linear columns past them included).
+  template <int kB0, int kBlocks, int kE, class Term>
+  __device__ static void add_weighted(const float (&acc)[kE], const Weights& wr, float (&s)[kRowsW][2], Term term) {
+    static_assert(kB0 % 2 == 0 && kBlocks % 2 == 0 && 4 * kBlocks <= kE, "whole pairs of column blocks");
+    auto add = [&](int e, float2 w) {
+      const int r = ((kB0 + e) * 8) / kHeads;
+      s[r][0] = fmaf(w.x, term(acc[4 * e], 0), s[r][0]);
+      s[r][0] = fmaf(w.y, term(acc[4 * e + 1], 0), s[r][0]);
+      s[r][1] = fmaf(w.x, term(acc[4 * e + 2], 1), s[r][1]);
+      s[r][1] = fmaf(w.y, term(acc[4 * e + 3], 1), s[r][1]);
+    };
+#pragma unroll
+    for (int e = 0; e < kBlocks; e += 2) {
+      const float4 w = wr.pair((kB0 + e) / 2);
+      add(e, make_float2(w.x, w.y));
+      add(e + 1, make_float2(w.z, w.w));
+    }
+  }
+
+  // Twice the head sums of this thread's two positions over its warpgroup's columns
+  // (add_weighted). 2 relu(x) = x + |x| is one FADD on the FMA pipe
   // (max.NaN is an ALU op at half its rate, and the ALU pipe bounded the epilogue), exact for
   // the finite or NaN accumulators an MMA of finite operands gives; every sum is exactly twice
   // relu's, halved with the key scale (scaled_score). kSigned (fp8 keys with a negative scale
@@ -942,42 +963,16 @@ struct PagedScorer {
   template <bool kSigned, int kB0 = 0, int kE = kNw / 2>
   __device__ static void add_head_sums(const float (&acc)[kE], const Weights& wr, bool neg0, bool neg1,
                                        float (&s)[kRowsW][2]) {
-    static_assert(kB0 % 2 == 0 && kE % 8 == 0, "whole pairs of column blocks");
-    auto twice_relu = [](float v, bool neg) {
-      return kSigned && neg ? 2.0f * ptx::min_nan(v, 0.0f) : v + fabsf(v);
-    };
-    auto add = [&](int e, float2 w) {
-      const int r = ((kB0 + e) * 8) / kHeads;
-      s[r][0] = fmaf(w.x, twice_relu(acc[4 * e], neg0), s[r][0]);
-      s[r][0] = fmaf(w.y, twice_relu(acc[4 * e + 1], neg0), s[r][0]);
-      s[r][1] = fmaf(w.x, twice_relu(acc[4 * e + 2], neg1), s[r][1]);
-      s[r][1] = fmaf(w.y, twice_relu(acc[4 * e + 3], neg1), s[r][1]);
-    };
-#pragma unroll
-    for (int e = 0; e < kE / 4; e += 2) {
-      const float4 w = wr.pair((kB0 + e) / 2);
-      add(e, make_float2(w.x, w.y));
-      add(e + 1, make_float2(w.z, w.w));
-    }
+    add_weighted<kB0, kE / 4>(acc, wr, s, [&](float v, int p) {
+      return kSigned && (p ? neg1 : neg0) ? 2.0f * ptx::min_nan(v, 0.0f) : v + fabsf(v);
+    });
   }
 
-  // Linear columns (kLinear): adds this thread's share of sum_h w_h |x_h| over its two positions,
-  // in column order, one FFMA per accumulator (|x| is its operand modifier); acc's last
+  // Linear columns (kLinear): this thread's share of sum_h w_h |x_h| over its two positions
+  // (add_weighted; one FFMA per accumulator, |x| is its operand modifier); acc's last
   // kLinCols / 2 (the linear columns) are add_linear's.
   __device__ static void add_abs_sums(const float (&acc)[kMmaN / 2], const Weights& wr, float (&s)[kRowsW][2]) {
-    auto add = [&](int e, float2 w) {
-      const int r = (e * 8) / kHeads;
-      s[r][0] = fmaf(fabsf(acc[4 * e]), w.x, s[r][0]);
-      s[r][0] = fmaf(fabsf(acc[4 * e + 1]), w.y, s[r][0]);
-      s[r][1] = fmaf(fabsf(acc[4 * e + 2]), w.x, s[r][1]);
-      s[r][1] = fmaf(fabsf(acc[4 * e + 3]), w.y, s[r][1]);
-    };
-#pragma unroll
-    for (int e = 0; e < kNw / 8; e += 2) {
-      const float4 w = wr.pair(e / 2);
-      add(e, make_float2(w.x, w.y));
-      add(e + 1, make_float2(w.z, w.w));
-    }
+    add_weighted<0, kNw / 8>(acc, wr, s, [](float v, int) { return fabsf(v); });
   }
 
   // acc[64 x kNw] = K_tile * Q_cols^T over D = 128. Hopper's FP8 MMA keeps a truncated
