@@ -1441,12 +1441,29 @@ struct PagedScorer {
   // max.NaN of every score put, NaN exactly when one of them is (one instruction per put).
   // With four consumer warpgroups (112 registers) the windows stay in shared memory, read
   // on the tiles at their edges.
+  // A lane's row windows for the tiles that cross an edge: in registers, or, where registers
+  // are short (four consumer warpgroups), read from shared memory on those tiles alone.
+  struct EdgesInRegisters {
+    int32_t start[kOut], end[kOut];
+    __device__ void set(int w, int32_t st, int32_t en) {
+      start[w] = st;
+      end[w] = en;
+    }
+    __device__ int32_t start_of(const Smem&, int, int w) const { return start[w]; }
+    __device__ int32_t end_of(const Smem&, int, int w) const { return end[w]; }
+  };
+  struct EdgesInShared {
+    __device__ void set(int, int32_t, int32_t) {}
+    __device__ int32_t start_of(const Smem& sm, int r, int) const { return sm.rows[r].start; }
+    __device__ int32_t end_of(const Smem& sm, int r, int) const { return sm.rows[r].end; }
+  };
+
   struct LaneRows {
     static constexpr bool kInsideTiles = kRowsW >= 2;
-    static constexpr bool kEdgesShared = kInsideTiles && kConsumerWgs == 4;
+    static constexpr bool kEdgesShared = kInsideTiles && kConsumerWgs == 4;  // owner is then every lane
     int r_of[kOut];
     int64_t row_of[kOut];
-    int32_t start[kEdgesShared ? 1 : kOut], end[kEdgesShared ? 1 : kOut];
+    std::conditional_t<kEdgesShared, EdgesInShared, EdgesInRegisters> edges;
     float probe[kOut];
     uint32_t gate[kOut];  // GatesPuts sinks: the row's gate as of the last step that raised it
     uint32_t rows_mask = 0;
@@ -1461,10 +1478,7 @@ struct PagedScorer {
         const bool owner = kRowsW >= 2 || x < 2;
         row_of[w] = ptx::held(sink_row(sink, gr.row));
         const int32_t st = owner ? gr.start : 0, en = owner ? gr.end : 0;
-        if constexpr (!kEdgesShared) {
-          start[w] = st;
-          end[w] = en;
-        }
+        edges.set(w, st, en);
         probe[w] = 0.0f;
         gate[w] = 0u;  // no score is below it
         rows_mask |= 1u << r_of[w];
@@ -1506,8 +1520,7 @@ struct PagedScorer {
       }
 #pragma unroll
       for (int w = 0; w < kOut; ++w) {
-        const int32_t st = kEdgesShared ? sm.rows[r_of[w]].start : start[w];
-        const int32_t en = kEdgesShared ? sm.rows[r_of[w]].end : end[w];
+        const int32_t st = edges.start_of(sm, r_of[w], w), en = edges.end_of(sm, r_of[w], w);
         if (((mask >> r_of[w]) & 1) && pos >= st && pos < en) {
           const float v = scaled_score(out[w], ks);
           probe[w] = ptx::max_nan(probe[w], v);
