@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds a knob variant of the release build here, for tools/device_prebuilt.sh: one or more
 # sources recompiled with extra flags (e.g. -DFI_FUSED_PROFILE=1) and relinked into copies of
-# the release CLI and tests, in build/v_NAME. One source's compile (~4 min for fused_topk.cu
+# the release CLI, C ABI and tests, in build/v_NAME. One source's compile (~4 min for fused_topk.cu
 # on two cores) instead of a whole build tree; run several side by side.
 #   usage: [REL=build/release] [TREE=DIR] tools/knob_variant.sh NAME "FLAGS" ["SOURCE ..." (default src/cuda/sm90/kernels/fused_topk.cu)]
 #   then:  tools/pack_prebuilt.sh build/release build/v_NAME ...
@@ -30,9 +30,10 @@ ar r "$out/libflashindexer.a" "${objs[@]}" 2>/dev/null
 link() {  # target, output path relative to the release dir
   local cmd
   cmd=$(ninja -C "$rel" -t commands "$1" | tail -1)
-  cmd=$(sed -E "s# libflashindexer\.a # $out/libflashindexer.a #; s# -o $2 # -o $out/$2 #" <<< "$cmd")
+  cmd=$(sed -E "s# libflashindexer\.a # $out/libflashindexer.a #; s# -o $2 # -o $out/$2 #; s#rpath,$PWD/$rel#rpath,$out#" <<< "$cmd")
   (cd "$rel" && eval "$cmd")
 }
+link flashindexer_c libflashindexer_c.so  # the C ABI: the variant's tests and bench/peers load it
 link flashindexer_cli flashindexer
 link flashindexer_tests tests/flashindexer_tests
 echo "built $out ($sources with $flags)"
