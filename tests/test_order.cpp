@@ -78,6 +78,39 @@ TEST(Order, ScoresBelowTheGateNeverBeatTheThreshold) {
   EXPECT_GT(gated, 100000);
 }
 
+// The fused scorer's float gate (paged_scorer.cuh, FI_FUSED_WARP_PUTS = 1): g = key_to_float(tau >> 32).
+// A score below g never beats tau (dropped at once), a score above it always does (kept
+// without the 64-bit compare), and a NaN or the start's tau 0 (g is NaN) lets the exact
+// compare decide.
+TEST(Order, FloatGateAgreesWithTheThreshold) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<uint32_t> any;
+  const uint32_t specials[] = {0x7FC00000u, 0xFFC00000u, 0x7F800000u, 0xFF800000u, 0u, 0x80000000u, 0x3F800000u};
+  EXPECT_TRUE(std::isnan(key_to_float(0u)));
+  int64_t below = 0, above = 0;
+  for (int i = 0; i < 2000000; ++i) {
+    const uint32_t vb = i % 16 == 0 ? specials[(i / 16) % std::size(specials)] : any(rng);
+    const float v = std::bit_cast<float>(vb);
+    // tau: 0 (the start), or a key whose score is near v's (shared high words are the edge)
+    const uint32_t tb = i % 5 == 0 ? vb ^ (any(rng) & 3u) : any(rng);
+    const uint64_t tau = i % 97 == 0 ? 0ull : rank_key(std::bit_cast<float>(tb), int32_t(any(rng) >> 1));
+    const float g = key_to_float(uint32_t(tau >> 32));
+    const int32_t pos = int32_t(any(rng) >> 1);
+    if (std::isnan(v) || std::isnan(g)) {
+      EXPECT_FALSE(v < g);  // passes the gate
+      EXPECT_FALSE(v > g);  // and takes the exact compare
+    } else if (v < g) {
+      ++below;
+      ASSERT_LE(rank_key(v, pos), tau) << std::hex << vb << " " << tau;
+    } else if (v > g) {
+      ++above;
+      ASSERT_GT(rank_key(v, pos), tau) << std::hex << vb << " " << tau;
+    }
+  }
+  EXPECT_GT(below, 100000);
+  EXPECT_GT(above, 100000);
+}
+
 TEST(Order, RankKeyBreaksTiesByLowerPosition) {
   EXPECT_GT(rank_key(1.0f, 3), rank_key(1.0f, 4));
   EXPECT_GT(rank_key(std::nanf(""), 0), rank_key(-std::nanf(""), 1));

@@ -43,6 +43,12 @@
 #ifndef FI_FUSED_VOTES
 #define FI_FUSED_VOTES 1  // timing, 0: no compaction votes (only with FI_FUSED_PUTS 0 or 2)
 #endif
+#ifndef FI_FUSED_WARP_PUTS
+#define FI_FUSED_WARP_PUTS 0  // 1: gated puts a warp at a time (float gate, one vote, one atomic per row and warp); same results, unmeasured
+#endif
+#ifndef FI_FUSED_WIDE_SELECT
+#define FI_FUSED_WIDE_SELECT 0  // 1: four consumer warpgroups select on all 512 threads (WideSelect); same results, unmeasured
+#endif
 #ifndef FI_TOPK_DIAG_VOTE_ONLY
 #define FI_TOPK_DIAG_VOTE_ONLY 0  // timing, 1: the TopK stream's pushes end after the vote
 #endif

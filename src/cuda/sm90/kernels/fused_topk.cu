@@ -10,7 +10,8 @@
 //   Each row owns a buffer of `cap` rank keys in shared memory and a threshold tau (0 at first,
 //   then a floor at or below the row's K-th best key): a score whose rank key beats tau is appended
 //   (shared atomic). The consumers drop the scores below tau's high word (the row's gate, a
-//   register reloaded after the steps that raise tau) before they build a rank key. The sink
+//   register reloaded after the steps that raise tau) before they build a rank key (with
+//   FI_FUSED_WARP_PUTS = 1 a warp at a time: one vote, one atomic per row and warp). The sink
 //   steps with both consumer warpgroups (a step is a pair of tiles, or one tile where they
 //   share tiles); every `vote_every` steps (a power of two up to 8, chosen on
 //   the host from the free room) a vote asks whether an append took a row past the limit (room
@@ -46,7 +47,8 @@
 //   warpgroup's head sums and appends run under the others' MMAs; the stream's votes meet
 //   them all on named barrier 6); selection runs on consumer
 //   warpgroups 1-2 (named barriers 2, 3 per warpgroup, or 1 for both), as do the finish and
-//   output writes (named barrier 1).
+//   output writes (named barrier 1). (FI_FUSED_WIDE_SELECT = 1: four consumer warpgroups
+//   select on all 512 threads, barrier 6, in the stream and in the finish's last compactions.)
 // Shared memory: the scorer's (N = 256: fp8 99 KiB, 131 KiB in exact mode; mxfp4 139 KiB)
 //   + 8 KiB of radix histogram + R x cap x 8 B of candidates, cap = what fits under the
 //   opt-in limit (227 KiB, H = 64, R = 4: fp8 3,768, 2,744 in exact mode; mxfp4 2,456).
@@ -113,10 +115,11 @@ __global__ void __launch_bounds__(128 * (1 + fused_consumer_wgs<kFormat, kHeads,
     const long long t0 = sink.clock.now();
     Core::consume(sm, wg - 1, sink);
     StreamSync<kWgs>::sync();
-    if constexpr (kWgs > 2) {
-      if (t >= kConsumers) return;  // warpgroups 3 (and 4): the finish runs on warpgroups 1-2
-    }
     const long long t1 = sink.clock.now();
+    if constexpr (decltype(sink)::kWideSelect) compact_rows_wide<kRows>(f, sm, sink, t);
+    if constexpr (kWgs > 2) {
+      if (t >= kConsumers) return;  // warpgroups 3 (and 4): the rest of the finish runs on warpgroups 1-2
+    }
     finish_rows<kRows>(a, f, sm, sink, split, t);
     sink.clock.add(kProfileConsume, t1 - t0);
     sink.clock.add(kProfileFinish, sink.clock.now() - t1);

@@ -201,7 +201,9 @@ concept AsksRegKeyPairs = requires { requires Sink::kRegKeyPairs; };
 // of every score its put would keep (the high word of the row's threshold), constant between
 // two of the sink's steps; a step that may have raised it returns true. LaneRows keeps it in
 // a register per output and drops scores below it before the put (two instructions instead
-// of the put's rank key and its 64-bit compare with the threshold in shared memory).
+// of the put's rank key and its 64-bit compare with the threshold in shared memory); with
+// FI_FUSED_WARP_PUTS = 1 as a float, handing a warp's scores to put_warp(r, pos, v, past,
+// gate, mates) together.
 template <class Sink>
 concept GatesPuts = requires(const Sink& s) { s.gate(0); };
 
@@ -1365,7 +1367,7 @@ struct PagedScorer {
     const int x = lane & 3;
     const int m = (x & 1) ? m0 + 8 : m0;
     const uint64_t desc_q = ptx::smem_desc_sw128(sm.q);
-    LaneRows rows(sm, 0, x, sink);
+    LaneRows<Sink> rows(sm, 0, x, sink);
     const Weights wr(sm, 0);
     PassCursor pass(sm);
     const int num_tiles = sm.num_tiles;
@@ -1433,14 +1435,6 @@ struct PagedScorer {
   static constexpr int kOut = kRowsW >= 2 ? kRowsW / 2 : 1;
   __device__ static int out_row(int w, int x) { return kRowsW >= 2 ? 2 * w + (x >> 1) : 0; }
 
-  // This lane's rows after the quad's reduce-scatter (out_row): group index, the sink's
-  // handle of the global row (sink_row), window (empty for a lane that puts nothing) and a
-  // NaN probe; the puts of one tile's sums. A tile that lies inside the windows of all the
-  // lane's rows, in a pass that holds them all, puts with no per-position checks (one test
-  // per tile instead of three per put; kRowsW >= 2, where every lane puts). The probe is the
-  // max.NaN of every score put, NaN exactly when one of them is (one instruction per put).
-  // With four consumer warpgroups (112 registers) the windows stay in shared memory, read
-  // on the tiles at their edges.
   // A lane's row windows for the tiles that cross an edge: in registers, or, where registers
   // are short (four consumer warpgroups), read from shared memory on those tiles alone.
   struct EdgesInRegisters {
@@ -1457,18 +1451,54 @@ struct PagedScorer {
     __device__ int32_t start_of(const Smem& sm, int r, int) const { return sm.rows[r].start; }
     __device__ int32_t end_of(const Smem& sm, int r, int) const { return sm.rows[r].end; }
   };
+  // A lane's NaN flags: the max.NaN of every score put, NaN exactly when one of them is (one
+  // instruction per put), set in the rows at the end. Gated sinks flag a row at the put.
+  struct NanProbes {
+    float probe[kOut];
+    __device__ void clear(int w) { probe[w] = 0.0f; }
+    __device__ void see(int w, float v) { probe[w] = ptx::max_nan(probe[w], v); }
+    __device__ bool flagged(int w) const { return isnan(probe[w]); }
+  };
+  struct NoProbes {
+    __device__ void clear(int) {}
+    __device__ void see(int, float) {}
+    __device__ bool flagged(int) const { return false; }
+  };
 
+  // This lane's rows after the quad's reduce-scatter (out_row): group index, the sink's
+  // handle of the global row (sink_row), window (empty for a lane that puts nothing), gate
+  // and NaN flags; the puts of one tile's sums. A tile that lies inside the windows of all
+  // the lane's rows, in a pass that holds them all, puts with no per-position checks (one
+  // test per tile instead of three per put; kRowsW >= 2, where every lane puts). With four
+  // consumer warpgroups (112 registers) the windows stay in shared memory, read on the tiles
+  // at their edges.
+  // FI_FUSED_WARP_PUTS = 1 (not yet measured on a GPU): gated sinks take a whole warp's
+  // scores at once (put_warp): the gate is a float compare (v < key_to_float(gate): the
+  // float_key of v is below the gate), a warp with no score past it skips the put in one
+  // uniform branch, and the lanes of a row append with one atomic.
+  template <class Sink>
   struct LaneRows {
     static constexpr bool kInsideTiles = kRowsW >= 2;
     static constexpr bool kEdgesShared = kInsideTiles && kConsumerWgs == 4;  // owner is then every lane
+    static constexpr bool kGated = GatesPuts<Sink>;
+    static constexpr bool kWarpPuts = kGated && FI_FUSED_WARP_PUTS;
+    // A row's gate as of the last step that raised it: its ordered bits (a score passes with
+    // ordered_bits >= gate, also for a NaN: exact), or with warp puts key_to_float of it.
+    using Gate = std::conditional_t<kWarpPuts, float, uint32_t>;
+    __device__ static Gate gate_of(uint32_t g) {
+      if constexpr (kWarpPuts) {
+        return key_to_float(g);  // 0 -> NaN
+      } else {
+        return g;
+      }
+    }
     int r_of[kOut];
     int64_t row_of[kOut];
     std::conditional_t<kEdgesShared, EdgesInShared, EdgesInRegisters> edges;
-    float probe[kOut];
-    uint32_t gate[kOut];  // GatesPuts sinks: the row's gate as of the last step that raised it
+    std::conditional_t<kWarpPuts, NoProbes, NanProbes> nan;
+    Gate gate[kOut];
     uint32_t rows_mask = 0;
     int32_t lo = 0, hi = -1;  // tiles whose first position p has lo <= p <= hi lie in every window
-    template <class Sink>
     __device__ LaneRows(const Smem& sm, int row0, int x, const Sink& sink) {
       int32_t lo32 = INT32_MIN, hi32 = INT32_MAX;
 #pragma unroll
@@ -1479,8 +1509,8 @@ struct PagedScorer {
         row_of[w] = ptx::held(sink_row(sink, gr.row));
         const int32_t st = owner ? gr.start : 0, en = owner ? gr.end : 0;
         edges.set(w, st, en);
-        probe[w] = 0.0f;
-        gate[w] = 0u;  // no score is below it
+        nan.clear(w);
+        gate[w] = gate_of(0u);  // no score is below it
         rows_mask |= 1u << r_of[w];
         lo32 = max(lo32, st);
         hi32 = min(hi32, en);
@@ -1488,33 +1518,50 @@ struct PagedScorer {
       lo = lo32;
       hi = hi32 - cuda::kScorerTile;  // hi32 = the least end >= 0
     }
-    template <class Sink>
     __device__ void regate(const Sink& sink) {
 #pragma unroll
-      for (int w = 0; w < kOut; ++w) gate[w] = sink.gate(r_of[w]);
+      for (int w = 0; w < kOut; ++w) gate[w] = gate_of(sink.gate(r_of[w]));
     }
     // Whether score v of output w goes to the sink: every score without a gate, else those
-    // whose ordered bits reach it (ordered_bits >= float_key, also for a NaN: exact).
-    template <class Sink>
+    // not below it (with warp puts !(v < gate): NaNs and the gate's own float pass, and the
+    // sink's exact compare decides them).
     __device__ bool passes(int w, float v) const {
-      if constexpr (GatesPuts<Sink>) {
+      if constexpr (kWarpPuts) {
+        return !(v < gate[w]);
+      } else if constexpr (kGated) {
         return ordered_bits(v) >= gate[w];
       } else {
         return true;
       }
     }
     // The tile whose first position is `first`, in the pass whose row mask is `mask`: out[w] *
-    // ks at position first + m to every row in window.
-    template <class Sink>
-    __device__ void put(const Smem& sm, Sink& sink, int32_t first, int m, uint32_t mask, const float (&out)[kOut],
+    // ks at position first + m to every row in window. The whole warp, converged.
+    __device__ void put(Smem& sm, Sink& sink, int32_t first, int m, uint32_t mask, const float (&out)[kOut],
                         float ks) {
       const int64_t pos = int64_t(first) + m;
+      if constexpr (kWarpPuts) {
+        const bool inside = kInsideTiles && (mask & rows_mask) == rows_mask && first >= lo && first <= hi;
+        // The lanes that put to this lane's row: x >> 1 picks it (out_row).
+        const uint32_t mates = kRowsW >= 2 ? ((threadIdx.x & 2) ? 0xCCCCCCCCu : 0x33333333u) : ~0u;
+#pragma unroll
+        for (int w = 0; w < kOut; ++w) {
+          const float v = scaled_score(out[w], ks);
+          bool in = inside;
+          if (!in) {
+            const int32_t st = edges.start_of(sm, r_of[w], w), en = edges.end_of(sm, r_of[w], w);
+            in = ((mask >> r_of[w]) & 1) && pos >= st && pos < en;
+          }
+          const bool past = in && passes(w, v);
+          if (sink.put_warp(r_of[w], pos, v, past, gate[w], mates) && past && isnan(v)) sm.rows[r_of[w]].nan = 1;
+        }
+        return;
+      }
       if (kInsideTiles && (mask & rows_mask) == rows_mask && first >= lo && first <= hi) {
 #pragma unroll
         for (int w = 0; w < kOut; ++w) {
           const float v = scaled_score(out[w], ks);
-          probe[w] = ptx::max_nan(probe[w], v);
-          if (passes<Sink>(w, v)) sink.put(r_of[w], row_of[w], pos, v);
+          nan.see(w, v);
+          if (passes(w, v)) sink.put(r_of[w], row_of[w], pos, v);
         }
         return;
       }
@@ -1523,15 +1570,15 @@ struct PagedScorer {
         const int32_t st = edges.start_of(sm, r_of[w], w), en = edges.end_of(sm, r_of[w], w);
         if (((mask >> r_of[w]) & 1) && pos >= st && pos < en) {
           const float v = scaled_score(out[w], ks);
-          probe[w] = ptx::max_nan(probe[w], v);
-          if (passes<Sink>(w, v)) sink.put(r_of[w], row_of[w], pos, v);
+          nan.see(w, v);
+          if (passes(w, v)) sink.put(r_of[w], row_of[w], pos, v);
         }
       }
     }
     __device__ void flag_nan(Smem& sm) const {
 #pragma unroll
       for (int w = 0; w < kOut; ++w)
-        if (isnan(probe[w])) sm.rows[r_of[w]].nan = 1;
+        if (nan.flagged(w)) sm.rows[r_of[w]].nan = 1;
     }
   };
 
@@ -1803,7 +1850,7 @@ struct PagedScorer {
     const int row0 = col0 / kHeads;
     const uint64_t desc_q = ptx::smem_desc_sw128(sm.q + q_row(col0) * 128);
     const uint64_t desc_k0 = ptx::smem_desc_sw128(sm.k[0]);
-    LaneRows rows(sm, row0, x, sink);
+    LaneRows<Sink> rows(sm, row0, x, sink);
 
     // part stays untouched (and costs no registers) in kProduction, where it is unused.
     // The E5M2 path's four k32 partials (kExact); kAlternate256 keeps them per 64-column slice.

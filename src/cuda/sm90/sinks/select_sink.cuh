@@ -53,6 +53,10 @@ constexpr int kOrderItems = Sort::kItems;  // a row's final keys (<= Sort::kMaxK
 // -> 11.07; V3.2 decode B128 / B32 x 131,072 n2 level (graph-replayed).
 template <int kWgs>
 using StreamSync = std::conditional_t<kWgs == 2, ConsumerSync, NamedSync<6, 128 * kWgs>>;
+// FI_FUSED_WIDE_SELECT = 1 (not yet measured on a GPU): four consumer warpgroups select on
+// all 512 consumer threads (barrier 6) during the stream and in the finish's last
+// compactions; the third and fourth otherwise wait at the barrier while warpgroups 1-2 select.
+using WideSelect = RadixSelect<512, StreamSync<4>>;
 template <CacheFormat kFormat, int kHeads, int kRows, ScoreAccuracy kAccuracy>
 constexpr int fused_consumer_wgs() {
   return cuda::fused_consumer_wgs(kFormat == CacheFormat::kFp8E4M3, kAccuracy == ScoreAccuracy::kExact, kHeads, kRows);
@@ -75,6 +79,7 @@ struct SelectState {
   union {
     Select::Storage all;       // the whole consumer group: rows shared by both warpgroups; the finish
     WgSelect::Storage wg[2];   // a warpgroup's own rows (N = 256)
+    WideSelect::Storage wide;  // four consumer warpgroups: the stream's guesses and compactions
   } select;
   uint64_t tau[kRows];    // a row's threshold: only keys above it are appended
   uint32_t count[kRows];  // a row's candidates
@@ -94,6 +99,7 @@ struct FusedLayout {
 };
 
 static_assert(FI_FUSED_VOTES || FI_FUSED_PUTS != 1, "without votes the candidate buffers would overflow");
+static_assert(sizeof(WideSelect::Storage) <= sizeof(WgSelect::Storage[2]), "the wide selector takes no more room");
 // FI_FUSED_PROFILE: what consumer thread 0 of every CTA adds up (FusedProfile names the slots).
 #if FI_FUSED_PROFILE
 __device__ unsigned long long g_fused_profile[kFusedProfileSlots];
@@ -146,14 +152,25 @@ struct SelectSink {
   // where four share tiles.
   static constexpr uint32_t kStepTiles = kStepPuts / 64;
   using Stream = StreamSync<kWgs>;
+  // The stream's selector (guesses, compactions): every consumer thread where four
+  // warpgroups consume (WideSelect), else warpgroups 1-2 (Select).
+  static constexpr bool kWideSelect = kWgs == 4 && FI_FUSED_WIDE_SELECT;
+  using StreamSelect = std::conditional_t<kWideSelect, WideSelect, Select>;
+  __device__ typename StreamSelect::Storage& stream_select() {
+    if constexpr (kWideSelect) {
+      return st.select.wide;
+    } else {
+      return st.select.all;
+    }
+  }
   // A selection during the stream with a third (and fourth) warpgroup: after a barrier of
-  // every consumer thread, f on warpgroups 1-2 (Select), then a second barrier keeps the
-  // other warpgroups' appends out until f is done. (With two warpgroups the callers sync on barrier 1, and
+  // every consumer thread, f on the stream's selector's threads, then a second barrier keeps
+  // a third warpgroup's appends out until f is done. (With two warpgroups the callers sync on barrier 1, and
   // Select's own barriers order the rest: written apart so that their SASS stays as tested.)
   template <class F>
   __device__ void selecting(int t, F&& f) {
     Stream::sync();
-    if (t < kConsumers) f();
+    if (kWideSelect || t < kConsumers) f();
     Stream::sync();
   }
   static constexpr bool kLockstep = true;
@@ -183,7 +200,7 @@ struct SelectSink {
         ConsumerSync::sync();  // the sample's appends are settled
         guess_rows<Select>(sm, st.select.all, 0, kRows, t);
       } else {
-        selecting(t, [&] { guess_rows<Select>(sm, st.select.all, 0, kRows, t); });
+        selecting(t, [&] { guess_rows<StreamSelect>(sm, stream_select(), 0, kRows, t); });
       }
     }
   }
@@ -225,6 +242,40 @@ struct SelectSink {
         }
       }
     }
+  }
+
+  // put for a whole warp, converged (FI_FUSED_WARP_PUTS = 1, paged_scorer.cuh): each lane's score
+  // v at pos for row r where `past` (in the row's window and not below gate g, a float);
+  // mates: the lanes putting to the same row as this one. Scores above g are kept without
+  // the 64-bit compare; the rest past g (equal to it, or NaN) take it. Each row's takers
+  // append with one atomic, at consecutive indices from the warp's first lane up (exactly
+  // one index is limit where the count passes it, as in put). Returns whether any lane of
+  // the warp was past its gate: a warp with none (most tiles, once tau has risen) skips the
+  // rest in one uniform branch.
+  __device__ bool put_warp(int r, int64_t pos, float v, bool past, float g, uint32_t mates) {
+    if (!__any_sync(~0u, past)) return false;
+    if constexpr (FI_FUSED_PUTS != 1) {  // the timing builds' puts
+      if (past) put(r, 0, pos, v);
+    } else {
+      const uint64_t rk = rank_key(v, int32_t(pos));
+      const bool take = past && (v > g || rk > st.tau[r]);
+      const uint32_t act = __ballot_sync(~0u, take) & mates;
+      const int lane = int(threadIdx.x & 31);
+      const int lead = __ffs(act) - 1;  // -1: none of the row's lanes takes (no lane is lead)
+      uint32_t i0 = 0;
+      if (lane == lead) i0 = atomicAdd(&st.count[r], uint32_t(__popc(act)));
+      i0 = __shfl_sync(~0u, i0, lead & 31);
+      if (take) {
+        const uint32_t i = i0 + uint32_t(__popc(act & ((1u << lane) - 1u)));
+        keys[size_t(r) * cap + i] = rk;
+        if constexpr (kOwnRows) {
+          crossed |= i == limit;
+        } else if (i == limit) {
+          atomicMax(&st.vote_tag[vote_next & 3], vote_next + 1);
+        }
+      }
+    }
+    return true;
   }
 
   // Every vote_every-th step, all consumer threads vote: does a row hold more than limit keys?
@@ -318,10 +369,10 @@ struct SelectSink {
     return *reinterpret_cast<volatile uint32_t*>(&st.vote_tag[p & 3]) == v;
   }
 
-  // The rows of bit mask `over`, each back below the limit (Select: warpgroups 1-2).
+  // The rows of bit mask `over`, each back below the limit (the stream's selector).
   __device__ void compact_rows(uint32_t over, int t) {
     for (int r = 0; r < kRows; ++r)
-      if ((over >> r) & 1) compact<Select>(st.select.all, r, t, keep_at_most(limit));
+      if ((over >> r) & 1) compact<StreamSelect>(stream_select(), r, t, keep_at_most(limit));
   }
 
   // Bit r: row r0 + r holds more than limit keys.
@@ -404,12 +455,24 @@ __device__ void write_row_outputs(const ScorerArgs& a, const TopKOutputs& o, con
   }
 }
 
+// After the last step, with four consumer warpgroups: each row down to min(K, n) keys, row by
+// row on all 512 consumer threads (WideSelect), before finish_rows on warpgroups 1-2.
+template <int kRows, class Smem, class Sink>
+__device__ void compact_rows_wide(const FusedParams& f, Smem& sm, Sink& sink, int t) {
+  const uint32_t k = uint32_t(f.k);
+  for (int r = 0; r < kRows; ++r) {
+    if (sm.rows[r].row < 0) continue;
+    if (sink.st.count[r] > 2 * k) sink.template compact<WideSelect>(sink.st.select.wide, r, t, k + k / 8);
+    if (sink.st.count[r] > k) sink.template compact<WideSelect>(sink.st.select.wide, r, t, k);
+  }
+}
+
 // After the last step (consumer group): each row's final min(K, n) keys, sorted and written
 // as the outputs (one split) or handed to the merge (several).
 template <int kRows, class Smem, class Sink>
 __device__ void finish_rows(const ScorerArgs& a, const FusedParams& f, Smem& sm, Sink& sink, int64_t split, int t) {
   const TopKOutputs& o = f.out;
-  if constexpr (kRows >= 2) {
+  if constexpr (kRows >= 2 && !Sink::kWideSelect) {
     // Exactly min(K, n) keys per row, two rows at a time: each warpgroup compacts its own
     // (WgSelect, named barriers 2-3; its storage aliases the idle Select storage). Many more
     // than K (a decode split whose chunk fit the buffer whole): first a one-pass floor to K
