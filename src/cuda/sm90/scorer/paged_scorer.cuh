@@ -1452,7 +1452,8 @@ struct PagedScorer {
     __device__ int32_t end_of(const Smem& sm, int r, int) const { return sm.rows[r].end; }
   };
   // A lane's NaN flags: the max.NaN of every score put, NaN exactly when one of them is (one
-  // instruction per put), set in the rows at the end. Gated sinks flag a row at the put.
+  // instruction per put), set in the rows at the end. Warp puts flag a row at the put instead
+  // (NoProbes).
   struct NanProbes {
     float probe[kOut];
     __device__ void clear(int w) { probe[w] = 0.0f; }
