@@ -30,7 +30,7 @@ ar r "$out/libflashindexer.a" "${objs[@]}" 2>/dev/null
 link() {  # target, output path relative to the release dir
   local cmd
   cmd=$(ninja -C "$rel" -t commands "$1" | tail -1)
-  cmd=$(sed -E "s# libflashindexer\.a # $out/libflashindexer.a #; s# -o $2 # -o $out/$2 #; s#rpath,$PWD/$rel#rpath,$out#" <<< "$cmd")
+  cmd=$(sed -E "s# libflashindexer\.a # $out/libflashindexer.a #; s# -o $2 # -o $out/$2 #; s#-rpath,[^ ]*#-rpath,$out#" <<< "$cmd")
   (cd "$rel" && eval "$cmd")
 }
 link flashindexer_c libflashindexer_c.so  # the C ABI: the variant's tests and bench/peers load it
