@@ -235,12 +235,17 @@ struct SelectSink {
       if (rk > st.tau[r]) {
         const uint32_t i = atomicAdd(&st.count[r], 1u);
         keys[size_t(r) * cap + i] = rk;
-        if constexpr (kOwnRows) {
-          crossed |= i == limit;
-        } else if (i == limit) {
-          atomicMax(&st.vote_tag[vote_next & 3], vote_next + 1);
-        }
+        appended(i);
       }
+    }
+  }
+  // An append took index i of its row: the one at limit is remembered (kOwnRows) or tags the
+  // next vote (put's comment).
+  __device__ void appended(uint32_t i) {
+    if constexpr (kOwnRows) {
+      crossed |= i == limit;
+    } else if (i == limit) {
+      atomicMax(&st.vote_tag[vote_next & 3], vote_next + 1);
     }
   }
 
@@ -268,11 +273,7 @@ struct SelectSink {
       if (take) {
         const uint32_t i = i0 + uint32_t(__popc(act & ((1u << lane) - 1u)));
         keys[size_t(r) * cap + i] = rk;
-        if constexpr (kOwnRows) {
-          crossed |= i == limit;
-        } else if (i == limit) {
-          atomicMax(&st.vote_tag[vote_next & 3], vote_next + 1);
-        }
+        appended(i);
       }
     }
     return true;
